@@ -1,0 +1,27 @@
+# rlvr-scaling: the study in config/config.yaml on the site it names (default: local).
+# `snakemake --cores 2` runs the local toy study; `snakemake --profile lumi` runs it on LUMI.
+from snakemake.utils import min_version, validate
+
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "config/schema/config.schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/containers.smk"
+include: "rules/data.smk"
+include: "rules/model.smk"
+include: "rules/runs.smk"
+include: "rules/analysis.smk"
+include: "rules/bundle.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        BUNDLE,

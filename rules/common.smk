@@ -1,0 +1,48 @@
+# Shared state of one Snakemake invocation: the validated study, plan lookups, paths.
+from rlvr_scaling.workflow_glue import Lookup, load_or_exit, write_effective_config
+
+
+STUDY = load_or_exit(config)
+PLAN = Lookup(STUDY)
+SITE = STUDY.site_name
+DATASETS = STUDY.datasets
+# The CLI steps read exactly the config this invocation validated (including --config overrides).
+STUDY_FILE = write_effective_config(config)
+CLI = f"rlvr-scaling --config {STUDY_FILE}"
+MODEL_DIR = f"results/models/{SITE}"
+BUNDLE = f"results/bundle/{STUDY.config['study']['name']}-{SITE}.tar.gz"
+
+
+wildcard_constraints:
+    run_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+def dataset_files(dataset):
+    return multiext(f"results/data/{SITE}/{dataset}/", "train.parquet", "val.parquet", "manifest.json")
+
+
+def selected_prompts(dataset):
+    """The one-node workload: pinned in the config, else the sweep checkpoint's choice."""
+    if PLAN.is_pinned(dataset):
+        return STUDY.config["selection"][dataset]
+    selection = checkpoints.selection.get(dataset=dataset).output[0]
+    return PLAN.read_selected(selection)
+
+
+def scaling_run_ids(dataset, series):
+    return PLAN.series_run_ids(dataset, selected_prompts(dataset), series)
+
+
+def dataset_run_ids(dataset):
+    ids = [] if PLAN.is_pinned(dataset) else PLAN.sweep_run_ids(dataset)
+    for series in ("weak", "strong"):
+        ids += scaling_run_ids(dataset, series)
+    return sorted(set(ids))
+
+
+def dataset_summaries(wildcards):
+    return [f"results/summaries/{run_id}.json" for run_id in dataset_run_ids(wildcards.dataset)]
+
+
+INDEXES = expand("results/index/{dataset}.json", dataset=DATASETS)

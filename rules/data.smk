@@ -1,0 +1,12 @@
+# Datasets in verl's parquet schema, with row counts and checksums in a manifest.
+
+
+rule dataset:
+    output:
+        dataset_files("{dataset}"),
+    log:
+        f"results/logs/data/{SITE}-{{dataset}}.log",
+    params:
+        directory=lambda wc: f"results/data/{SITE}/{wc.dataset}",
+    shell:
+        "{CLI} data --dataset {wildcards.dataset} --output {params.directory} > {log} 2>&1"

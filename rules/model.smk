@@ -1,0 +1,10 @@
+# The model: downloaded at a pinned revision (LUMI) or built on the spot (local).
+
+
+rule model:
+    output:
+        directory(MODEL_DIR),
+    log:
+        f"results/logs/model-{SITE}.log",
+    shell:
+        "{CLI} model --output {output} > {log} 2>&1"

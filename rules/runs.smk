@@ -1,0 +1,33 @@
+# One job per run of the plan; the sweep's selection (a checkpoint) decides the scaling runs.
+
+
+rule run:
+    input:
+        data=lambda wc: dataset_files(PLAN.run(wc.run_id).dataset),
+        model=MODEL_DIR,
+        container=container_image(),
+    output:
+        directory("results/runs/{run_id}"),
+    log:
+        "results/logs/runs/{run_id}.log",
+    resources:
+        nodes=PLAN.resources("nodes"),
+        tasks_per_node=PLAN.resources("tasks_per_node"),
+        cpus_per_task=PLAN.resources("cpus_per_task"),
+        mem_mb=PLAN.resources("mem_mb"),
+        runtime=PLAN.resources("runtime"),
+        slurm_partition=PLAN.resources("slurm_partition"),
+        slurm_account=PLAN.resources("slurm_account"),
+        slurm_extra=PLAN.resources("slurm_extra"),
+        mpi="srun",
+    shell:
+        "{CLI} launch {wildcards.run_id} > {log} 2>&1"
+
+
+checkpoint selection:
+    input:
+        lambda wc: expand("results/summaries/{run_id}.json", run_id=PLAN.sweep_run_ids(wc.dataset)),
+    output:
+        "results/selection/{dataset}.json",
+    shell:
+        "{CLI} select --dataset {wildcards.dataset} --output {output} {input}"

@@ -1,0 +1,149 @@
+"""Load the study: config file, site file, the site's study overrides and --set overrides."""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import paths
+from .errors import ConfigError, StudyError
+from .validate import check_schema, check_semantics
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study definition on one site."""
+
+    config: dict[str, Any]
+    site: dict[str, Any]
+
+    @property
+    def site_name(self) -> str:
+        return self.site["name"]
+
+    @property
+    def datasets(self) -> list[str]:
+        return list(self.config["datasets"])
+
+    def dataset(self, name: str) -> dict[str, Any]:
+        return self.config["datasets"][name]
+
+    def slurm_account(self) -> str | None:
+        """The account from the config, else the first set environment variable the site names."""
+        if self.config.get("slurm_account"):
+            return self.config["slurm_account"]
+        for var in self.site["slurm"]["account_env"]:
+            if os.environ.get(var):
+                return os.environ[var]
+        return None
+
+    def require_account(self) -> str | None:
+        account = self.slurm_account()
+        if self.site["slurm"]["account_required"] and not account:
+            names = ", ".join(f"${v}" for v in self.site["slurm"]["account_env"])
+            raise ConfigError(
+                "slurm_account",
+                None,
+                f"site '{self.site_name}' needs a Slurm project account: set slurm_account "
+                f"(--config slurm_account=project_XXXXXXXXX) or one of {names}",
+            )
+        return account
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        with open(path) as handle:
+            return yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise StudyError(f"File not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise StudyError(f"{path} is not valid YAML: {exc}") from None
+
+
+def parse_set(assignment: str) -> tuple[list[str], Any]:
+    """'a.b.c=value' -> (['a','b','c'], parsed value); the value is read as YAML (1, true, [1,2])."""
+    if "=" not in assignment:
+        raise ConfigError("--set", assignment, "each --set must look like dotted.key=value")
+    key, raw = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError("--set", assignment, "the key must be a dotted path such as scaling.weak_nodes")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw
+    return parts, value
+
+
+def set_dotted(config: dict[str, Any], parts: list[str], value: Any) -> None:
+    node = config
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(".".join(parts[: i + 1]), child, "it is not a mapping, so it has no sub-keys")
+        node = child
+    node[parts[-1]] = value
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
+    path = sites_dir / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in sites_dir.glob("*.yaml"))
+        raise ConfigError("site", name, f"it must name a file in {sites_dir} (known sites: {', '.join(known)})")
+    site = read_yaml(path)
+    check_schema(site, paths.SITE_SCHEMA, source=f"site file {path.name}")
+    if site["name"] != name:
+        raise ConfigError("name", site["name"], f"the site file {path.name} must carry name '{name}'", "site file")
+    return site
+
+
+def study_from_dict(
+    raw_config: dict[str, Any], sets: list[str] | tuple[str, ...] = (), site: str | None = None
+) -> Study:
+    """Build the study from an already-read config mapping (the Snakefile's `config`)."""
+    if not isinstance(raw_config, dict):
+        raise ConfigError("(top level)", raw_config, "the config must be a mapping")
+    parsed_sets = [parse_set(s) for s in sets]
+    user = copy.deepcopy(raw_config)
+    for parts, value in parsed_sets:
+        set_dotted(user, parts, value)
+    if site is not None:
+        user["site"] = site
+    site_name = user.get("site", "local")
+    if not isinstance(site_name, str):
+        raise ConfigError("site", site_name, "it must be the name of a file in config/sites/")
+    site_def = load_site(site_name)
+    config = deep_merge(raw_config, site_def.get("study_overrides", {}))
+    # What the user set explicitly wins over the site's scaled-down study.
+    for parts, value in parsed_sets:
+        set_dotted(config, parts, value)
+    config["site"] = site_name
+    check_schema(config, paths.CONFIG_SCHEMA, source="config")
+    check_semantics(config, site_def)
+    return Study(config=config, site=site_def)
+
+
+def load_study(
+    config_path: Path | str = paths.DEFAULT_CONFIG,
+    sets: list[str] | tuple[str, ...] = (),
+    site: str | None = None,
+) -> Study:
+    raw = read_yaml(Path(config_path))
+    return study_from_dict(raw or {}, sets=sets, site=site)

@@ -1,0 +1,36 @@
+"""Where the repository's fixed parts live (config, schemas, sites) and where results go."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The package is installed editable from workflow/; the repository is two levels up.
+REPO_ROOT = PACKAGE_DIR.parents[1]
+CONFIG_DIR = REPO_ROOT / "config"
+SCHEMA_DIR = CONFIG_DIR / "schema"
+SITES_DIR = CONFIG_DIR / "sites"
+DEFAULT_CONFIG = CONFIG_DIR / "config.yaml"
+CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
+SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
+
+
+def results_dir(root: Path) -> Path:
+    return root / "results"
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    return results_dir(root) / "runs" / run_id
+
+
+def dataset_dir(root: Path, site: str, dataset: str) -> Path:
+    # Per site: the local site's generated data must never be mistaken for the real datasets.
+    return results_dir(root) / "data" / site / dataset
+
+
+def model_dir(root: Path, site: str) -> Path:
+    return results_dir(root) / "models" / site
+
+
+def selection_file(root: Path, dataset: str) -> Path:
+    return results_dir(root) / "selection" / f"{dataset}.json"

@@ -1,0 +1,137 @@
+"""Schema and semantic checks of the study: every failure names the key, the value and the rule."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .errors import ConfigError
+
+
+@functools.lru_cache(maxsize=8)
+def _validator(schema_path: Path) -> jsonschema.protocols.Validator:
+    with open(schema_path) as handle:
+        schema = yaml.safe_load(handle)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _dotted(path: Any) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> tuple[str, Any, str]:
+    key = _dotted(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        prefix = f"{key}." if error.absolute_path else ""
+        expected = f"it is not a known key (allowed here: {', '.join(allowed)})" if allowed else "it is not allowed"
+        return f"{prefix}{extra[0]}", error.instance[extra[0]], expected
+    if error.validator == "required":
+        return key, None, error.message
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        inner = min(error.context, key=lambda e: len(e.message))
+        return key, error.instance, f"it does not match the rule: {inner.message}"
+    description = error.schema.get("description")
+    rule = f"it does not match the rule: {error.message}"
+    if description:
+        rule += f" ({description})"
+    return key, error.instance, rule
+
+
+def check_schema(document: Any, schema_path: Path, source: str = "config") -> None:
+    """Raise one ConfigError for the first problem (jsonschema's most relevant), in schema order."""
+    errors = sorted(_validator(schema_path).iter_errors(document), key=jsonschema.exceptions.relevance)
+    if errors:
+        key, value, expected = _describe(errors[0])
+        raise ConfigError(key, value, expected, source)
+
+
+def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
+    """What a schema cannot express: parallel layouts, caps against context, node lists."""
+    gpus = site["hardware"]["gpus_per_node"]
+    rollout = config["parallel"]["rollout"]
+    per_replica = rollout["tensor_parallel"] * rollout["data_parallel"]
+    if gpus % per_replica:
+        raise ConfigError(
+            "parallel.rollout",
+            {"tensor_parallel": rollout["tensor_parallel"], "data_parallel": rollout["data_parallel"]},
+            f"tensor_parallel x data_parallel = {per_replica} must divide the site's {gpus} GPUs per node "
+            "(rollout replicas stay node-local)",
+        )
+    training = config["parallel"]["training"]
+    model_parallel = training["tensor_parallel"] * training["pipeline_parallel"]
+    if gpus % training["tensor_parallel"]:
+        raise ConfigError(
+            "parallel.training.tensor_parallel",
+            training["tensor_parallel"],
+            f"it must divide the site's {gpus} GPUs per node (tensor parallelism stays inside a node)",
+        )
+    context = config["model"]["max_context"]
+    for name, dataset in config["datasets"].items():
+        total = dataset["max_prompt_length"] + dataset["max_response_length"]
+        if total > context:
+            raise ConfigError(
+                f"datasets.{name}.max_response_length",
+                dataset["max_response_length"],
+                f"max_prompt_length + max_response_length = {total} must fit the model's context "
+                f"model.max_context = {context}",
+            )
+        budget = dataset["memory"]["token_budget"]
+        if budget < total:
+            raise ConfigError(
+                f"datasets.{name}.memory.token_budget",
+                budget,
+                f"it must be at least max_prompt_length + max_response_length = {total} "
+                "(one whole trajectory must fit a micro-batch)",
+            )
+    scaling = config["scaling"]
+    if scaling["strong_reference_nodes"] not in scaling["strong_nodes"]:
+        raise ConfigError(
+            "scaling.strong_reference_nodes",
+            scaling["strong_reference_nodes"],
+            f"it must be one of scaling.strong_nodes {scaling['strong_nodes']}",
+        )
+    max_nodes = site["slurm"]["max_nodes"]
+    for key in ("weak_nodes", "strong_nodes"):
+        for nodes in scaling[key]:
+            if nodes > max_nodes:
+                raise ConfigError(
+                    f"scaling.{key}", nodes, f"site '{site['name']}' allows at most {max_nodes} nodes per job"
+                )
+            if (nodes * gpus) % model_parallel:
+                raise ConfigError(
+                    f"scaling.{key}",
+                    nodes,
+                    f"{nodes} nodes x {gpus} GPUs must be a multiple of training tensor x pipeline "
+                    f"parallel = {model_parallel}",
+                )
+    algorithm = config["algorithm"]
+    if algorithm["warmup_steps"] >= algorithm["steps"]:
+        raise ConfigError(
+            "algorithm.warmup_steps",
+            algorithm["warmup_steps"],
+            f"it must be smaller than algorithm.steps = {algorithm['steps']} (some steps must be measured)",
+        )
+    for name, prompts in config["selection"].items():
+        if name not in config["datasets"]:
+            raise ConfigError(
+                f"selection.{name}", prompts, f"it must name a dataset ({', '.join(config['datasets'])})"
+            )
+        if prompts is None:
+            continue
+        if prompts < 1:
+            raise ConfigError(f"selection.{name}", prompts, "a pinned selection must be a positive prompt count")
+        if prompts not in config["datasets"][name]["sweep"]:
+            warnings.warn(
+                f"selection.{name} = {prompts} is not in the sweep grid {config['datasets'][name]['sweep']}; "
+                "using it as pinned",
+                stacklevel=2,
+            )

@@ -1,0 +1,101 @@
+"""What the Snakemake rules ask of the plan: run lookups, run lists per series, sbatch resources.
+
+The rules only look runs up here; the plan itself is built by rlvr_scaling.plan.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .config import Study, study_from_dict
+from .errors import StudyError
+from .identity import canonical_json, digest
+from .plan import Run, build_plan, dataset_runs, find_run
+from .selection_io import read_selections
+
+
+def load_or_exit(config: dict[str, Any]) -> Study:
+    """Validate the Snakemake config; a bad one stops here with the key, the value and the rule."""
+    try:
+        study = study_from_dict(config)
+        study.require_account()
+        return study
+    except StudyError as exc:
+        print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+class Lookup:
+    """Plan lookups for one Snakemake invocation; selections are read from disk when asked."""
+
+    def __init__(self, study: Study, root: Path | None = None) -> None:
+        self.study = study
+        self.root = (root or Path.cwd()).resolve()
+
+    @functools.cached_property
+    def _pinned(self) -> dict[str, int | None]:
+        return dict(self.study.config["selection"])
+
+    def is_pinned(self, dataset: str) -> bool:
+        return self._pinned.get(dataset) is not None
+
+    def read_selected(self, selection_file: str) -> int:
+        from .selection_io import read_selection_file
+
+        return read_selection_file(Path(selection_file))
+
+    def run(self, run_id: str) -> Run:
+        plan = build_plan(self.study, read_selections(self.root, self.study.datasets), self.root)
+        return find_run(plan, run_id)
+
+    def sweep_run_ids(self, dataset: str) -> list[str]:
+        runs = dataset_runs(self.study, dataset, None, self.root)
+        return [r.run_id for r in runs if "sweep" in r.series and r.run_id]
+
+    def series_run_ids(self, dataset: str, selected: int, series: str) -> list[str]:
+        runs = dataset_runs(self.study, dataset, selected, self.root)
+        return [r.run_id for r in runs if series in r.series and r.run_id]
+
+    def resources(self, name: str) -> Callable[[Any], Any]:
+        """A Snakemake resource function reading one field of the run's sbatch resources."""
+
+        def resolve(wildcards: Any, attempt: int = 1) -> Any:
+            slurm = self.run(wildcards.run_id).slurm or {}
+            if name == "slurm_extra":
+                return f"--gpus-per-node={slurm['gpus_per_node']}"
+            if name == "runtime":
+                return slurm["time_minutes"]
+            if name == "slurm_account":
+                return slurm["account"] or ""
+            if name == "slurm_partition":
+                return slurm["partition"]
+            if name == "tasks_per_node":
+                return slurm["ntasks_per_node"]
+            return slurm[name]
+
+        return resolve
+
+
+def write_effective_config(config: dict[str, Any], root: Path | None = None) -> str:
+    """Store the config this invocation validated, named by its hash, for the CLI steps to read."""
+    text = canonical_json(config)
+    path = (root or Path(".")) / "results" / ".study" / f"config-{digest(config, 12)}.json"
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return str(path)
+
+
+def run_dir(run_id: str) -> str:
+    return str(Path("results") / "runs" / run_id)
+
+
+def selection_path(dataset: str) -> str:
+    return str(paths.selection_file(Path("."), dataset))
