@@ -19,7 +19,15 @@ CPU_ENGINE_ARGS = [
     "data.dataloader_num_workers=0",
     "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
     "+ray_kwargs.ray_init.num_cpus=16",
+    f"trainer.v1.sampler.custom_sampler.path={Path(__file__).parent / 'cpu_engine' / 'replay.py'}",
+    "trainer.v1.sampler.custom_sampler.name=FastPollReplayBuffer",
 ]
+# Set in every process verl starts (the trainer passes its environment on to Ray).
+CPU_ENGINE_ENV = {
+    "VERL_USE_EXTERNAL_MODULES": "rlvr_scaling.cpu_engine",
+    "VERL_PLATFORM": "cpu",
+    "VERL_ENGINE_DEVICE": "cuda",
+}
 
 
 def _flag(value: bool) -> str:
