@@ -2,7 +2,6 @@
 # `snakemake --cores 2` runs the local toy study; `snakemake --profile lumi` runs it on LUMI.
 from snakemake.utils import min_version, validate
 
-
 min_version("9.0")
 
 

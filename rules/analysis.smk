@@ -6,33 +6,78 @@ rule summary:
         "results/runs/{run_id}",
     output:
         "results/summaries/{run_id}.json",
+    log:
+        "results/logs/summaries/{run_id}.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
     shell:
-        "{CLI} summarize {input} --output {output}"
+        "{params.cli} summarize {input} --output {output} > {log} 2>&1"
 
 
 rule index:
     input:
-        selection=lambda wc: [] if PLAN.is_pinned(wc.dataset) else f"results/selection/{wc.dataset}.json",
+        selection=lambda wc: (
+            []
+            if PLAN.is_pinned(wc.dataset)
+            else f"results/selection/{wc.dataset}.json"
+        ),
         summaries=dataset_summaries,
     output:
         "results/index/{dataset}.json",
+    log:
+        "results/logs/index/{dataset}.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
+        selection=lambda wc, input: (
+            f"--selection {input.selection}" if input.selection else ""
+        ),
     shell:
-        "{CLI} index --dataset {wildcards.dataset} --output {output} {input.summaries}"
+        "{params.cli} index {params.study} --dataset {wildcards.dataset} {params.selection} "
+        "--output {output} {input.summaries} > {log} 2>&1"
 
 
 rule tables:
     input:
         INDEXES,
     output:
-        directory("results/tables"),
+        report(
+            directory("results/tables"),
+            patterns=["{name}.md"],
+            caption="../report/tables.rst",
+            category="Tables",
+        ),
+    log:
+        "results/logs/tables.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} tables --output {output} {input}"
+        "{params.cli} tables {params.study} --output {output} {input} > {log} 2>&1"
 
 
 rule figures:
     input:
         INDEXES,
     output:
-        directory("results/figures"),
+        report(
+            directory("results/figures"),
+            patterns=["{name}.png"],
+            caption="../report/figures.rst",
+            category="Figures",
+        ),
+    log:
+        "results/logs/figures.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} figures --output {output} {input}"
+        "{params.cli} figures {params.study} --output {output} {input} > {log} 2>&1"

@@ -7,9 +7,21 @@ rule report:
         figures="results/figures",
         indexes=INDEXES,
     output:
-        "results/report/study.md",
+        report(
+            "results/report/study.md",
+            caption="../report/study.rst",
+            category="Report",
+        ),
+    log:
+        "results/logs/report.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} report --tables {input.tables} --figures {input.figures} --output {output} {input.indexes}"
+        "{params.cli} report {params.study} --tables {input.tables} --figures {input.figures} "
+        "--output {output} {input.indexes} > {log} 2>&1"
 
 
 rule bundle:
@@ -20,6 +32,13 @@ rule bundle:
         indexes=INDEXES,
     output:
         BUNDLE,
+    log:
+        "results/logs/bundle.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} bundle --output {output} --report {input.report} --tables {input.tables} "
-        "--figures {input.figures} {input.indexes}"
+        "{params.cli} bundle {params.study} --output {output} --report {input.report} "
+        "--tables {input.tables} --figures {input.figures} {input.indexes} > {log} 2>&1"

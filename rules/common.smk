@@ -1,14 +1,19 @@
 # Shared state of one Snakemake invocation: the validated study, plan lookups, paths.
-from rlvr_scaling.workflow_glue import Lookup, load_or_exit, write_effective_config
+import shlex
+import sys
 
+from rlvr_scaling.workflow_glue import Lookup, load_or_exit, write_effective_config
 
 STUDY = load_or_exit(config)
 PLAN = Lookup(STUDY)
 SITE = STUDY.site_name
 DATASETS = STUDY.datasets
-# The CLI steps read exactly the config this invocation validated (including --config overrides).
+# The CLI steps read exactly the config this invocation validated (including --config overrides),
+# through the same interpreter as Snakemake's: jobs need no activated environment.
 STUDY_FILE = write_effective_config(config)
-CLI = f"rlvr-scaling --config {STUDY_FILE}"
+CLI = f"{shlex.quote(sys.executable)} -m rlvr_scaling"
+STUDY_ARGS = f"--config {STUDY_FILE}"
+ENV = "../envs/workflow.yaml"
 MODEL_DIR = f"results/models/{SITE}"
 BUNDLE = f"results/bundle/{STUDY.config['study']['name']}-{SITE}.tar.gz"
 
@@ -19,7 +24,12 @@ wildcard_constraints:
 
 
 def dataset_files(dataset):
-    return multiext(f"results/data/{SITE}/{dataset}/", "train.parquet", "val.parquet", "manifest.json")
+    return multiext(
+        f"results/data/{SITE}/{dataset}/",
+        "train.parquet",
+        "val.parquet",
+        "manifest.json",
+    )
 
 
 def selected_prompts(dataset):
@@ -42,7 +52,14 @@ def dataset_run_ids(dataset):
 
 
 def dataset_summaries(wildcards):
-    return [f"results/summaries/{run_id}.json" for run_id in dataset_run_ids(wildcards.dataset)]
+    return [
+        f"results/summaries/{run_id}.json"
+        for run_id in dataset_run_ids(wildcards.dataset)
+    ]
+
+
+def container_image():
+    return [f"results/containers/{SITE}/verl.sif"] if STUDY.site["container"] else []
 
 
 INDEXES = expand("results/index/{dataset}.json", dataset=DATASETS)

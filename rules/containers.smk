@@ -5,8 +5,15 @@
 rule container_definition:
     output:
         "results/containers/{site}/verl.def",
+    log:
+        "results/logs/containers/{site}-definition.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} container-definition --site {wildcards.site} --output {output}"
+        "{params.cli} container-definition {params.study} --output {output} > {log} 2>&1"
 
 
 rule container_image:
@@ -15,10 +22,8 @@ rule container_image:
     output:
         "results/containers/{site}/verl.sif",
     log:
-        "results/logs/containers/{site}.log",
+        "results/logs/containers/{site}-build.log",
+    conda:
+        ENV
     shell:
         "apptainer build --fakeroot {output} {input} > {log} 2>&1"
-
-
-def container_image():
-    return [f"results/containers/{SITE}/verl.sif"] if STUDY.site["container"] else []

@@ -6,7 +6,12 @@ rule dataset:
         dataset_files("{dataset}"),
     log:
         f"results/logs/data/{SITE}-{{dataset}}.log",
+    conda:
+        ENV
     params:
+        cli=CLI,
+        study=STUDY_ARGS,
         directory=lambda wc: f"results/data/{SITE}/{wc.dataset}",
     shell:
-        "{CLI} data --dataset {wildcards.dataset} --output {params.directory} > {log} 2>&1"
+        "{params.cli} data {params.study} --dataset {wildcards.dataset} "
+        "--output {params.directory} > {log} 2>&1"

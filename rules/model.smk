@@ -6,5 +6,10 @@ rule model:
         directory(MODEL_DIR),
     log:
         f"results/logs/model-{SITE}.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} model --output {output} > {log} 2>&1"
+        "{params.cli} model {params.study} --output {output} > {log} 2>&1"

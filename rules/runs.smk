@@ -10,6 +10,10 @@ rule run:
         directory("results/runs/{run_id}"),
     log:
         "results/logs/runs/{run_id}.log",
+    conda:
+        ENV
+    # A whole node per run: on the local site this keeps runs from sharing the cores they measure.
+    threads: STUDY.site["hardware"]["cpus_per_node"]
     resources:
         nodes=PLAN.resources("nodes"),
         tasks_per_node=PLAN.resources("tasks_per_node"),
@@ -20,14 +24,27 @@ rule run:
         slurm_account=PLAN.resources("slurm_account"),
         slurm_extra=PLAN.resources("slurm_extra"),
         mpi="srun",
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} launch {wildcards.run_id} > {log} 2>&1"
+        "{params.cli} launch {params.study} {wildcards.run_id} > {log} 2>&1"
 
 
 checkpoint selection:
     input:
-        lambda wc: expand("results/summaries/{run_id}.json", run_id=PLAN.sweep_run_ids(wc.dataset)),
+        lambda wc: expand(
+            "results/summaries/{run_id}.json", run_id=PLAN.sweep_run_ids(wc.dataset)
+        ),
     output:
         "results/selection/{dataset}.json",
+    log:
+        "results/logs/selection/{dataset}.log",
+    conda:
+        ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "{CLI} select --dataset {wildcards.dataset} --output {output} {input}"
+        "{params.cli} select {params.study} --dataset {wildcards.dataset} "
+        "--output {output} {input} > {log} 2>&1"

@@ -82,6 +82,156 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_json(path: str, value: object) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".partial")
+    tmp.write_text(json.dumps(value, indent=1, default=str) + "\n")
+    tmp.replace(target)
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from .metrics import read_steps, summarize_steps
+
+    path = Path(args.file)
+    if not path.exists():
+        raise StudyError(f"no such metrics file: {path}")
+    steps, problems, reader = read_steps(path)
+    if not steps:
+        raise StudyError(f"{path} holds no complete step record ({'; '.join(problems) or 'empty'})")
+    summary = summarize_steps(steps, args.n_gpus, args.warmup_steps)
+    for problem in problems:
+        print(f"rlvr-scaling: note: {problem}", file=sys.stderr)
+    if args.json:
+        json.dump({"steps": steps, "summary": summary, "reader": reader, "problems": problems}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(
+        f"{path} ({reader}): {summary['n_steps']} steps, {summary['steps_used']} measured after "
+        f"{args.warmup_steps} warm-up step(s), {args.n_gpus} GPU(s)"
+    )
+    rows = [
+        ("step time (s)", summary["step_time_s"]),
+        ("tokens per step", summary["tokens_per_step"]),
+        ("throughput per GPU (tokens/s)", summary["throughput_per_gpu"]),
+    ]
+    rows += [(f"phase {name} (s)", value) for name, value in summary["phases_s"].items()]
+    for label, value in rows:
+        print(f"  {label:32s} mean {value['mean']:.4g}  std {value['std']:.3g}")
+    for item in summary["throughput_cross_check"]["disagreements"]:
+        print(
+            f"  warning: step {item['step']}: verl perf/throughput {item['verl']:.4g} "
+            f"vs computed {item['computed']:.4g}"
+        )
+    return 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from .summary import summarize_run
+
+    summary = summarize_run(Path(args.run_dir))
+    _write_json(args.output, summary)
+    state = (
+        "valid"
+        if summary["valid"]
+        else "INVALID: " + "; ".join(c["detail"] for c in summary["checks"] if not c["passed"])
+    )
+    print(f"{summary['run_id']}: {state}")
+    return 0
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from .selection import select
+
+    study = _load(args)
+    rule = study.config["selection_rule"]
+    summaries = [json.loads(Path(p).read_text()) for p in args.summaries]
+    chosen = select(args.dataset, summaries, rule["memory_cap_fraction"], rule["tolerance"])
+    _write_json(args.output, chosen)
+    print(f"selection for {args.dataset}: {chosen['reason']}")
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .results_io import write_index
+
+    study = _load(args)
+    pinned = study.config["selection"].get(args.dataset)
+    if args.selection:
+        selection = json.loads(Path(args.selection).read_text())
+        selected = selection["selected"]["prompts"]
+    else:
+        selection, selected = {"prompts": pinned, "pinned": True}, pinned
+    from .plan import dataset_runs
+
+    series = {r.run_id: r.series for r in dataset_runs(study, args.dataset, selected, Path(args.root)) if r.run_id}
+    write_index(args.dataset, [Path(p) for p in args.summaries], series, selection, Path(args.output))
+    return 0
+
+
+def _results(paths_: list[str]):
+    from .results_io import load_results
+
+    return load_results([Path(p) for p in paths_])
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    from .tables import write_tables
+
+    study = _load(args)
+    written = write_tables(_results(args.indexes), study.config["scaling"]["strong_reference_nodes"], Path(args.output))
+    print(f"{len(written)} table files in {args.output}")
+    return 0
+
+
+def cmd_figures(args: argparse.Namespace) -> int:
+    from .figures import write_figures
+
+    study = _load(args)
+    written = write_figures(
+        _results(args.indexes), study.config["scaling"]["strong_reference_nodes"], Path(args.output)
+    )
+    print(f"{len(written)} figure files in {args.output}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import render_report
+
+    study = _load(args)
+    render_report(study.config, _results(args.indexes), Path(args.tables), Path(args.figures), Path(args.output))
+    print(f"report: {args.output}")
+    return 0
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from .bundle import write_bundle
+
+    study = _load(args)
+    count = write_bundle(
+        Path(args.output),
+        Path(args.report),
+        Path(args.tables),
+        Path(args.figures),
+        _results(args.indexes),
+        [Path(p) for p in args.indexes],
+        study.config,
+    )
+    print(f"bundle {args.output}: {count} files")
+    return 0
+
+
+def cmd_container_definition(args: argparse.Namespace) -> int:
+    from .container import render_definition
+
+    text = render_definition(_load(args))
+    target = Path(args.output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    print(f"container definition: {target}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr-scaling", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +256,60 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("run_id")
     launch.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
     launch.set_defaults(func=cmd_launch)
+
+    metrics = sub.add_parser("metrics", help="per-step metrics and their summary from a JSONL or console log")
+    metrics.add_argument("file")
+    metrics.add_argument("--n-gpus", type=int, default=1, help="GPUs of the run (throughput is per GPU)")
+    metrics.add_argument("--warmup-steps", type=int, default=1, help="leading steps left out of the summary")
+    metrics.add_argument("--json", action="store_true")
+    metrics.set_defaults(func=cmd_metrics)
+
+    summarize = sub.add_parser("summarize", help="a run's summary with its validity checks")
+    summarize.add_argument("run_dir")
+    summarize.add_argument("--output", required=True)
+    summarize.set_defaults(func=cmd_summarize)
+
+    selection = sub.add_parser("select", help="choose the one-node workload from the sweep summaries")
+    _study_args(selection)
+    selection.add_argument("--dataset", required=True)
+    selection.add_argument("--output", required=True)
+    selection.add_argument("summaries", nargs="+")
+    selection.set_defaults(func=cmd_select)
+
+    index = sub.add_parser("index", help="list a dataset's runs and summaries for the analysis")
+    _study_args(index)
+    index.add_argument("--dataset", required=True)
+    index.add_argument("--selection", default=None)
+    index.add_argument("--output", required=True)
+    index.add_argument("summaries", nargs="*")
+    index.set_defaults(func=cmd_index)
+
+    for name, func, text in (("tables", cmd_tables, "the study's tables"), ("figures", cmd_figures, "the figures")):
+        command = sub.add_parser(name, help=f"write {text} from the dataset indexes")
+        _study_args(command)
+        command.add_argument("--output", required=True)
+        command.add_argument("indexes", nargs="+")
+        command.set_defaults(func=func)
+
+    report = sub.add_parser("report", help="write the study report")
+    _study_args(report)
+    report.add_argument("--tables", required=True)
+    report.add_argument("--figures", required=True)
+    report.add_argument("--output", required=True)
+    report.add_argument("indexes", nargs="+")
+    report.set_defaults(func=cmd_report)
+
+    bundle = sub.add_parser("bundle", help="pack the publication bundle")
+    _study_args(bundle)
+    for option in ("--output", "--report", "--tables", "--figures"):
+        bundle.add_argument(option, required=True)
+    bundle.add_argument("indexes", nargs="+")
+    bundle.set_defaults(func=cmd_bundle)
+
+    definition = sub.add_parser("container-definition", help="render the site's Apptainer definition file")
+    _study_args(definition)
+    definition.add_argument("--output", required=True)
+    definition.set_defaults(func=cmd_container_definition)
     return parser
 
 

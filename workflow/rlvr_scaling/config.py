@@ -28,7 +28,8 @@ class Study:
 
     @property
     def datasets(self) -> list[str]:
-        return list(self.config["datasets"])
+        only = self.config.get("only_datasets")
+        return [d for d in self.config["datasets"] if not only or d in only]
 
     def dataset(self, name: str) -> dict[str, Any]:
         return self.config["datasets"][name]
@@ -120,7 +121,11 @@ def study_from_dict(
     """Build the study from an already-read config mapping (the Snakefile's `config`)."""
     if not isinstance(raw_config, dict):
         raise ConfigError("(top level)", raw_config, "the config must be a mapping")
-    parsed_sets = [parse_set(s) for s in sets]
+    # `overrides` (dotted key -> value, e.g. from an extra --configfile) act exactly like --set.
+    overrides = raw_config.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError("overrides", overrides, "it must map dotted keys to values")
+    parsed_sets = [(str(k).split("."), v) for k, v in overrides.items()] + [parse_set(s) for s in sets]
     user = copy.deepcopy(raw_config)
     for parts, value in parsed_sets:
         set_dotted(user, parts, value)

@@ -57,7 +57,9 @@ def gsm8k_frames(upstream: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
         missing = {"question", "answer"} - set(frame.columns)
         if missing:
             raise ValueError(f"GSM8K {split} file lacks columns {sorted(missing)}")
-        rows = [gsm8k_row(q, a, split, i) for i, (q, a) in enumerate(zip(frame["question"], frame["answer"], strict=True))]
+        rows = [
+            gsm8k_row(q, a, split, i) for i, (q, a) in enumerate(zip(frame["question"], frame["answer"], strict=True))
+        ]
         frames[split] = pd.DataFrame(rows)
     return frames
 
@@ -75,7 +77,9 @@ def dapo_frames(upstream: pd.DataFrame, val_rows: int = DAPO_VAL_ROWS) -> dict[s
     text = upstream["prompt"].map(_prompt_text)
     unique = upstream.loc[~text.duplicated()].reset_index(drop=True)
     # A fixed hash order, not the file order, decides the held-out slice.
-    order = sorted(range(len(unique)), key=lambda i: hashlib.sha256(_prompt_text(unique["prompt"][i]).encode()).digest())
+    order = sorted(
+        range(len(unique)), key=lambda i: hashlib.sha256(_prompt_text(unique["prompt"][i]).encode()).digest()
+    )
     val_rows = min(val_rows, max(1, len(unique) // 10))
     val_index, train_index = order[:val_rows], order[val_rows:]
     frames = {}
@@ -156,5 +160,3 @@ def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
         frames = dapo_frames(pd.read_parquet(path))
         provenance.update(revision=spec["revision"], commit=commit, upstream_files=[DAPO_FILE])
     return write_dataset(frames, output, provenance)
-
-

@@ -135,6 +135,12 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     """Run `run`; return its directory under results/runs/ or raise RunFailed."""
     if run.run_id is None or run.verl_args is None:
         raise StudyError(f"run {run.dataset} n{run.nodes} waits for the sweep's selection: {run.pending}")
+    if study.site["launch"]["kind"] != "local":
+        raise StudyError(
+            f"site '{study.site_name}' needs the multi-node Ray launcher "
+            f"(launch.kind {study.site['launch']['kind']!r}), which this version does not have yet; "
+            "nothing was started"
+        )
     final = paths.run_dir(root, run.run_id)
     if final.exists():
         raise StudyError(f"{final} exists already: runs are never rewritten in place (delete it to rerun)")
@@ -175,6 +181,14 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     _write_json(staging / "job.json", job)
     if status == "succeeded":
         staging.rename(final)
+        return final
+    if run.series == ["sweep"] and status in ("failed", "invalid metrics"):
+        # A sweep point that runs out of memory is a measurement of the memory bound, not a broken
+        # study: it is kept as a failed point (no metrics) and the selection counts it as over the cap.
+        staging.rename(final)
+        print(
+            f"rlvr-scaling: sweep point {run.run_id} {status}; recorded as a failed point in {final}", file=sys.stderr
+        )
         return final
     failed = paths.results_dir(root) / "failed" / run.run_id / stamp
     failed.parent.mkdir(parents=True, exist_ok=True)

@@ -120,11 +120,12 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
             algorithm["warmup_steps"],
             f"it must be smaller than algorithm.steps = {algorithm['steps']} (some steps must be measured)",
         )
+    for name in config.get("only_datasets") or []:
+        if name not in config["datasets"]:
+            raise ConfigError("only_datasets", name, f"it must name a dataset ({', '.join(config['datasets'])})")
     for name, prompts in config["selection"].items():
         if name not in config["datasets"]:
-            raise ConfigError(
-                f"selection.{name}", prompts, f"it must name a dataset ({', '.join(config['datasets'])})"
-            )
+            raise ConfigError(f"selection.{name}", prompts, f"it must name a dataset ({', '.join(config['datasets'])})")
         if prompts is None:
             continue
         if prompts < 1:

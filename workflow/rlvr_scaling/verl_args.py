@@ -51,7 +51,7 @@ def build_verl_args(
     memory = data["memory"]
     gpus = site["hardware"]["gpus_per_node"]
     model_len = data["max_prompt_length"] + data["max_response_length"]
-    data_dir = paths.dataset_dir(root, site['name'], dataset)
+    data_dir = paths.dataset_dir(root, site["name"], dataset)
     args = [
         "algorithm.adv_estimator=grpo",
         "algorithm.use_kl_in_reward=False",

@@ -58,7 +58,9 @@ class HFGenerationServer:
         config = self.config
         room = config.max_model_len - prompt_len if config.max_model_len else config.response_length
         if room < 1:
-            raise ValueError(f"prompt of {prompt_len} tokens leaves no room within max_model_len {config.max_model_len}")
+            raise ValueError(
+                f"prompt of {prompt_len} tokens leaves no room within max_model_len {config.max_model_len}"
+            )
         requested = sampling_params.get("max_tokens", sampling_params.get("max_new_tokens"))
         if requested is None:
             requested = min(config.response_length, config.prompt_length + config.response_length - prompt_len)

@@ -1,0 +1,100 @@
+"""Prints one local run's start-up time (launch to step 1 logged), its per-step time and its peak
+memory (all processes of the run together, sampled every 0.5 s; target under 4 GiB).
+
+    .venv/bin/python benchmarks/local_run.py [--dataset gsm8k] [--steps 4]
+
+It builds the tiny model and data in a temporary directory, so it never touches results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from rlvr_scaling.config import load_study
+from rlvr_scaling.data import prepare_dataset
+from rlvr_scaling.model import prepare_model
+from rlvr_scaling.paths import dataset_dir, model_dir
+from rlvr_scaling.plan import build_plan
+from rlvr_scaling.process_cleanup import TOKEN_VAR
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_rss_bytes() -> int:
+    total = 0
+    for process in psutil.process_iter(["environ", "memory_info"]):
+        try:
+            environ = process.info["environ"] or {}
+            if TOKEN_VAR in environ and process.info["memory_info"]:
+                total += process.info["memory_info"].rss
+        except (psutil.Error, TypeError):
+            continue
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dataset", default="gsm8k")
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args()
+    sets = [f"algorithm.steps={args.steps}"]
+    study = load_study(sets=sets)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        prepare_dataset(study, args.dataset, dataset_dir(root, study.site_name, args.dataset))
+        prepare_model(study, model_dir(root, study.site_name))
+        run = next(r for r in build_plan(study, root=root) if r.dataset == args.dataset and r.run_id)
+        peak = [0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], run_rss_bytes())
+                time.sleep(0.5)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        start = time.monotonic()
+        first_step = None
+        command = [
+            sys.executable,
+            "-m",
+            "rlvr_scaling",
+            "launch",
+            "--root",
+            str(root),
+            *[f"--set={s}" for s in sets],
+            run.run_id,
+        ]
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while process.poll() is None:
+            if first_step is None:
+                for metrics in (root / "results" / "runs").glob(".staging-*/metrics.jsonl"):
+                    if metrics.stat().st_size > 0:
+                        first_step = time.monotonic() - start
+            time.sleep(0.2)
+        total = time.monotonic() - start
+        done.set()
+        sampler.join()
+        if process.returncode != 0:
+            raise SystemExit(f"the run failed (exit {process.returncode}); see {root}/results/failed")
+        records = [json.loads(line) for line in (root / "results" / "runs" / run.run_id / "metrics.jsonl").open()]
+        later = [r["data"]["timing_s/step"] for r in records[1:]]
+        print(f"run {run.run_id} ({run.trajectories} trajectories per step, {run.nodes * run.gpus_per_node} worker)")
+        print(f"  start-up (launch to step 1 logged, includes step 1): {first_step:.1f} s")
+        print(f"  step 1 (warm-up): {records[0]['data']['timing_s/step']:.2f} s")
+        print(f"  later steps: mean {sum(later) / len(later):.2f} s over {len(later)} steps")
+        print(f"  whole run including shutdown: {total:.1f} s")
+        print(f"  peak memory of all the run's processes: {peak[0] / 2**30:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""Shared fixtures; tests that need Slurm or Apptainer skip without them unless CI requires them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+REQUIREMENTS = {
+    "slurm": ("RLVR_REQUIRE_SLURM", "sbatch", "no Slurm cluster here (sbatch not found)"),
+    "apptainer": ("RLVR_REQUIRE_APPTAINER", "apptainer", "no Apptainer here (apptainer not found)"),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker, (variable, binary, reason) in REQUIREMENTS.items():
+            if marker in item.keywords and shutil.which(binary) is None:
+                if os.environ.get(variable) == "1":
+                    # A required tool that is missing is a failure, not a skip.
+                    item.add_marker(pytest.mark.usefixtures("_missing_required_tool"))
+                else:
+                    item.add_marker(pytest.mark.skip(reason=f"{reason}; set {variable}=1 to make this a failure"))
+
+
+@pytest.fixture
+def _missing_required_tool(request: pytest.FixtureRequest) -> None:
+    missing = [f"{var}=1 but {reason}" for m, (var, _, reason) in REQUIREMENTS.items() if m in request.keywords]
+    pytest.fail("; ".join(missing))
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A working directory that sees the repository's workflow but keeps its own results/."""
+    for name in ("Snakefile", "rules", "config", "profiles", "report"):
+        (tmp_path / name).symlink_to(REPO / name)
+    return tmp_path

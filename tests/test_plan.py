@@ -1,0 +1,109 @@
+"""The plan: every run of the study, its identity, its verl arguments and its sbatch resources."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from rlvr_scaling.config import load_study
+from rlvr_scaling.plan import build_plan
+
+from .conftest import PYTHON, REPO
+
+PUBLISHED = ["selection.gsm8k=100", "selection.dapo_math=10"]
+
+
+def lumi_plan(sets: list[str] = ()) -> list:
+    return build_plan(load_study(site="lumi", sets=list(sets)), root=Path("/study"))
+
+
+def test_before_the_sweep_scaling_runs_are_pending() -> None:
+    plan = lumi_plan()
+    sweep = [r for r in plan if r.series == ["sweep"]]
+    pending = [r for r in plan if r.run_id is None]
+    assert len(sweep) == 9
+    assert all(r.prompts is None and r.pending for r in pending)
+    # weak 1,2,4,8,16 and strong 1,2,8,16 (the 4-node strong run is the 4-node weak run) per dataset
+    assert len(pending) == 18
+    four = [r for r in pending if r.nodes == 4 and r.dataset == "gsm8k"]
+    assert len(four) == 1 and sorted(four[0].series) == ["strong", "weak"]
+
+
+def test_pinned_selection_gives_the_published_workloads() -> None:
+    plan = lumi_plan(PUBLISHED)
+    assert all(r.run_id for r in plan)
+    weak = {(r.dataset, r.nodes): r for r in plan if "weak" in r.series}
+    strong = {(r.dataset, r.nodes): r for r in plan if "strong" in r.series}
+    assert [weak["gsm8k", n].trajectories for n in (1, 2, 4, 8, 16)] == [800, 1600, 3200, 6400, 12800]
+    assert [weak["dapo_math", n].trajectories for n in (1, 2, 4, 8, 16)] == [80, 160, 320, 640, 1280]
+    assert {strong["gsm8k", n].prompts for n in (1, 2, 4, 8, 16)} == {400}
+    assert {strong["dapo_math", n].prompts for n in (1, 2, 4, 8, 16)} == {40}
+    assert weak["gsm8k", 4] is strong["gsm8k", 4]
+    # trajectories per engine at 16 nodes (strong): 100 and 10, as in the study
+    assert strong["gsm8k", 16].trajectories_per_engine == 100
+    assert strong["dapo_math", 16].trajectories_per_engine == 10
+    # concurrency matched to the selected one-node workload: 800 / 2 engines
+    assert {r.concurrency for r in plan if r.dataset == "gsm8k"} == {400}
+    assert len(plan) == 18
+
+
+def test_selected_sweep_point_is_the_one_node_weak_run() -> None:
+    study = load_study(site="lumi")
+    sweep = {r.prompts: r.run_id for r in build_plan(study, root=Path("/s")) if r.dataset == "gsm8k"}
+    selected = build_plan(study, selection={"gsm8k": 100}, root=Path("/s"))
+    one = next(r for r in selected if r.dataset == "gsm8k" and r.nodes == 1 and "weak" in r.series)
+    assert one.run_id == sweep[100]
+    assert sorted(one.series) == ["sweep", "weak"]
+
+
+def test_run_ids_depend_on_what_defines_a_run_only() -> None:
+    base = {r.run_id for r in lumi_plan(PUBLISHED)}
+    assert base == {r.run_id for r in build_plan(load_study(site="lumi", sets=PUBLISHED), root=Path("/elsewhere"))}
+    # estimates and time limits are not part of a run's identity
+    assert base == {r.run_id for r in lumi_plan([*PUBLISHED, "estimate.time_limit_factor=3"])}
+    changed = {r.run_id for r in lumi_plan([*PUBLISHED, "datasets.gsm8k.memory.token_budget=20000"])}
+    assert {i for i in base if i.startswith("dapo")} == {i for i in changed if i.startswith("dapo")}
+    assert {i for i in base if i.startswith("gsm8k")}.isdisjoint(changed)
+
+
+def test_verl_arguments_and_slurm_resources() -> None:
+    run = next(r for r in lumi_plan(PUBLISHED) if r.dataset == "dapo_math" and r.nodes == 16)
+    args = dict(a.split("=", 1) for a in run.verl_args)
+    assert args["actor_rollout_ref.rollout.n"] == "8"
+    assert args["trainer.nnodes"] == "16" and args["trainer.n_gpus_per_node"] == "8"
+    assert args["data.max_response_length"] == "8192"
+    assert args["actor_rollout_ref.actor.megatron.param_offload"] == "True"
+    assert args["actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity"] == "full"
+    assert args["data.train_files"] == "/study/results/data/lumi/dapo_math/train.parquet"
+    assert run.slurm["nodes"] == 16 and run.slurm["gpus_per_node"] == 8
+    assert run.slurm["partition"] == "standard-g" and run.slurm["cpus_per_task"] == 56
+    assert run.slurm["time_minutes"] >= 15 and run.node_hours > 0
+
+
+def test_cli_plan_json(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "plan", "--site", "lumi", "--json", *[f"--set={s}" for s in PUBLISHED]],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
+    plan = json.loads(result.stdout)
+    required = {
+        "run_id",
+        "series",
+        "dataset",
+        "nodes",
+        "gpus_per_node",
+        "prompts",
+        "responses_per_prompt",
+        "trajectories",
+        "max_response_length",
+        "steps",
+        "verl_args",
+        "slurm",
+        "node_hours",
+    }
+    assert all(required <= set(entry) for entry in plan)
+    assert len({e["run_id"] for e in plan}) == len(plan) == 18

@@ -1,0 +1,66 @@
+"""Every run of the LUMI plan composes against verl 0.9.1's own Hydra config (no GPU, no training stack)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from rlvr_scaling.config import load_study
+from rlvr_scaling.plan import build_plan
+
+verl = pytest.importorskip("verl", reason="verl is part of the environment `make test` builds")
+hydra = pytest.importorskip("hydra")
+
+
+def compose_all(site: str) -> list[tuple[object, dict]]:
+    from hydra import compose, initialize_config_dir
+
+    study = load_study(site=site, sets=["selection.gsm8k=100", "selection.dapo_math=10"] if site == "lumi" else [])
+    plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 1}, root=Path("/s")) if r.verl_args]
+    config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
+    composed = []
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        for run in plan:
+            cfg = compose(config_name="ppo_trainer", overrides=run.verl_args)
+            composed.append((run, OmegaConf.to_container(cfg, resolve=True)))
+    return composed
+
+
+def test_verl_version_is_pinned() -> None:
+    assert verl.__version__ == "0.9.1"
+
+
+def test_every_lumi_run_composes_with_the_values_the_study_fixes() -> None:
+    composed = compose_all("lumi")
+    assert len(composed) == 18
+    for run, cfg in composed:
+        actor = cfg["actor_rollout_ref"]["actor"]
+        rollout = cfg["actor_rollout_ref"]["rollout"]
+        trainer = cfg["trainer"]
+        assert cfg["algorithm"]["adv_estimator"] == "grpo"
+        assert rollout["n"] == 8
+        assert actor["optim"]["lr"] == 0.0
+        assert rollout["name"] == "vllm"
+        assert rollout["tensor_model_parallel_size"] == 4 and rollout["data_parallel_size"] == 2
+        assert rollout["max_num_seqs"] == run.concurrency
+        assert actor["strategy"] == "megatron"
+        assert actor["megatron"]["tensor_model_parallel_size"] == 8
+        assert cfg["data"]["max_response_length"] == run.max_response_length
+        assert cfg["data"]["train_batch_size"] == run.prompts
+        assert actor["ppo_mini_batch_size"] == run.prompts
+        assert actor["use_dynamic_bsz"] and actor["ppo_max_token_len_per_gpu"] == run.memory["token_budget"]
+        assert trainer["nnodes"] == run.nodes and trainer["n_gpus_per_node"] == 8
+        assert trainer["total_training_steps"] == 20
+        assert "file" in trainer["logger"]
+        assert trainer["test_freq"] == -1 and trainer["save_freq"] == -1 and trainer["val_before_train"] is False
+        recompute = actor["megatron"]["override_transformer_config"]["recompute_granularity"]
+        assert (recompute == "full") == run.memory["recompute"]
+        assert actor["megatron"]["param_offload"] == run.memory["offload"]
+
+
+def test_every_local_run_composes_for_the_cpu_engine() -> None:
+    for _run, cfg in compose_all("local"):
+        assert cfg["trainer"]["device"] == "cpu"
+        assert cfg["actor_rollout_ref"]["rollout"]["name"] == "hf"
+        assert cfg["actor_rollout_ref"]["actor"]["strategy"] == "fsdp2"

@@ -1,0 +1,74 @@
+"""The workflow as Snakemake sees it: dry runs of the local and LUMI studies, the profile, lint."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+from .workflow_helpers import snakemake
+
+ACCOUNT = {"RLVR_SLURM_ACCOUNT": "project_465000000"}
+
+
+@pytest.fixture
+def lumi_workdir(workdir: Path) -> Path:
+    (workdir / "lumi").symlink_to(REPO / "lumi")
+    return workdir
+
+
+def job_counts(output: str) -> dict[str, int]:
+    table = output.split("Job stats:")[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
+
+
+def test_local_dry_run_lists_sweep_selection_and_analysis(workdir: Path) -> None:
+    counts = job_counts(snakemake(workdir, "-n", "--cores", "2").stdout)
+    assert counts["run"] == 4 and counts["selection"] == 2
+    assert {"dataset", "model", "summary", "index", "tables", "figures", "report", "bundle"} <= set(counts)
+
+
+def test_lumi_profile_dry_run_before_the_sweep(lumi_workdir: Path) -> None:
+    output = snakemake(lumi_workdir, "--profile", "lumi", "-n", env=ACCOUNT).stdout
+    counts = job_counts(output)
+    assert counts["run"] == 9 and counts["selection"] == 2 and counts["container_image"] == 1
+    assert "checkpoint" in output
+
+
+def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None:
+    output = snakemake(
+        lumi_workdir, "--profile", "lumi", "-n", "--configfile", "config/published-selection.yaml", env=ACCOUNT
+    ).stdout
+    assert job_counts(output)["run"] == 18
+    blocks = [b for b in output.split("\n\n") if "rule run:" in b]
+    resources = [re.search(r"resources: (.*)", b).group(1) for b in blocks]
+    assert len(resources) == 18
+    for line in resources:
+        assert "slurm_partition=standard-g" in line and "slurm_extra=--gpus-per-node=8" in line
+        assert "tasks_per_node=1" in line and "cpus_per_task=56" in line and "mpi=srun" in line
+        assert "slurm_account=project_465000000" in line
+    assert any("nodes=16" in line for line in resources)
+
+
+def test_lumi_without_an_account_stops_before_anything_is_submitted(lumi_workdir: Path) -> None:
+    env = {"RLVR_SLURM_ACCOUNT": "", "SLURM_ACCOUNT": "", "SBATCH_ACCOUNT": ""}
+    result = snakemake(lumi_workdir, "--profile", "lumi", "-n", env=env, check=False)
+    assert result.returncode != 0
+    assert "slurm_account" in result.stderr and "project account" in result.stderr
+    assert not (lumi_workdir / ".snakemake" / "slurm_logs").exists()
+
+
+def test_bad_config_stops_with_key_and_value(workdir: Path) -> None:
+    result = snakemake(workdir, "-n", "--config", "site=atlantis", check=False)
+    assert result.returncode != 0
+    assert "'site'" in result.stderr and "atlantis" in result.stderr and "known sites" in result.stderr
+
+
+def test_workflow_is_lint_clean(workdir: Path) -> None:
+    result = snakemake(workdir, "--lint", "json")
+    lints = json.loads(result.stdout) if result.stdout.strip() else {}
+    assert not lints.get("snakefiles") and not lints.get("rules"), lints
+    assert "good condition" in result.stderr

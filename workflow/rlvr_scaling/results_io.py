@@ -1,0 +1,70 @@
+"""Loading a study's run summaries through the per-dataset index files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class StudyResults:
+    indexes: list[dict[str, Any]]
+    summaries: dict[str, dict[str, Any]]
+
+    def datasets(self) -> list[str]:
+        return [index["dataset"] for index in self.indexes]
+
+    def index(self, dataset: str) -> dict[str, Any]:
+        return next(i for i in self.indexes if i["dataset"] == dataset)
+
+    def series(self, dataset: str, series: str) -> list[dict[str, Any]]:
+        """Valid summaries of one series, by node count."""
+        runs = [self.summaries[r["run_id"]] for r in self.index(dataset)["runs"] if series in r["series"]]
+        return sorted((s for s in runs if s["valid"]), key=lambda s: s["nodes"])
+
+    def invalid(self) -> list[dict[str, Any]]:
+        return [s for s in self.summaries.values() if not s["valid"]]
+
+
+def write_index(
+    dataset: str,
+    summary_paths: list[Path],
+    series: dict[str, list[str]],
+    selection: dict[str, Any] | None,
+    output: Path,
+) -> None:
+    """`series` maps run ids to the series the plan puts them in now: a sweep run learns that it is
+    also the 1-node weak run only once the selection exists, after it ran."""
+    runs = []
+    for path in summary_paths:
+        summary = json.loads(path.read_text())
+        runs.append(
+            {
+                "run_id": summary["run_id"],
+                "series": series.get(summary["run_id"], summary["series"]),
+                "nodes": summary["nodes"],
+                "prompts": summary["prompts"],
+                "valid": summary["valid"],
+                "summary": str(path),
+            }
+        )
+    document = {
+        "dataset": dataset,
+        "selection": selection,
+        "runs": sorted(runs, key=lambda r: (r["nodes"], r["prompts"])),
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(document, indent=1) + "\n")
+
+
+def load_results(index_paths: list[Path]) -> StudyResults:
+    indexes = [json.loads(p.read_text()) for p in index_paths]
+    summaries = {}
+    for index in indexes:
+        for run in index["runs"]:
+            summary = json.loads(Path(run["summary"]).read_text())
+            summary["series"] = run["series"]
+            summaries[run["run_id"]] = summary
+    return StudyResults(indexes, summaries)

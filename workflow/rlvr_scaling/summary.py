@@ -1,0 +1,126 @@
+"""A run's summary: its measured figures, named validity checks, and where every number came from."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .data import sha256_file
+from .metrics import read_steps, summarize_steps
+
+
+def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
+    return {"name": name, "passed": bool(passed), "detail": detail}
+
+
+def validity_checks(run: dict[str, Any], study: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    expected_lr = float(study["algorithm"]["lr"])
+    checks = [_check("steps_reached", len(steps) == run["steps"], f"{len(steps)} of {run['steps']} steps recorded")]
+    lrs = {float(s["actor/lr"]) for s in steps if "actor/lr" in s}
+    checks.append(
+        _check(
+            "actor_lr",
+            bool(lrs) and all(math.isclose(lr, expected_lr, abs_tol=1e-12) for lr in lrs),
+            f"actor/lr seen {sorted(lrs)}, configured {expected_lr}",
+        )
+    )
+    # The trajectory count is not logged; prompt + response tokens over their per-sample means give it.
+    counts = set()
+    for s in steps:
+        per_sample = s.get("prompt_length/mean", 0) + s.get("response_length/mean", 0)
+        if per_sample and s.get("perf/total_num_tokens"):
+            counts.add(round(s["perf/total_num_tokens"] / per_sample))
+    expected = run["prompts"] * run["responses_per_prompt"]
+    checks.append(
+        _check(
+            "trajectories",
+            counts == {expected} and run["trajectories"] == expected,
+            f"prompts x responses = {expected}; measured per step {sorted(counts)}",
+        )
+    )
+    bad = [
+        f"step {s['step']} {key}"
+        for s in steps
+        for key in ("timing_s/step", "timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor")
+        if not (isinstance(s.get(key), int | float) and math.isfinite(s[key]) and s[key] > 0)
+    ]
+    checks.append(_check("timings_finite_positive", not bad, "all positive" if not bad else ", ".join(bad[:5])))
+    longest = max((s.get("response_length/max", 0) for s in steps), default=0)
+    checks.append(
+        _check(
+            "responses_within_cap",
+            longest <= run["max_response_length"],
+            f"longest response {longest} tokens, cap {run['max_response_length']}",
+        )
+    )
+    return checks
+
+
+def _identity_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    run = spec["run"]
+    return {
+        "run_id": run["run_id"],
+        "dataset": run["dataset"],
+        "series": run["series"],
+        "nodes": run["nodes"],
+        "gpus": run["nodes"] * run["gpus_per_node"],
+        "prompts": run["prompts"],
+        "trajectories": run["trajectories"],
+        "trajectories_per_engine": run["trajectories_per_engine"],
+        "concurrency": run["concurrency"],
+        "max_response_length": run["max_response_length"],
+        "memory_settings": run["memory"],
+        "site": spec["site"]["name"],
+        "gpu_memory_gb": spec["site"]["hardware"]["gpu_memory_gb"],
+    }
+
+
+def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """A sweep point that failed: no figures, the failure as its reason."""
+    failure = "; ".join(job.get("problems") or []) or f"exit status {job.get('exit_status')}"
+    return {
+        **_identity_fields(spec),
+        "summary": None,
+        "checks": [_check("run_completed", False, f"{job.get('status')}: {failure}")],
+        "valid": False,
+        "status": "failed",
+        "failure": failure,
+        "steps": [],
+        "provenance": {"slurm_job_id": job.get("slurm_job_id"), "start": job.get("start"), "end": job.get("end")},
+    }
+
+
+def summarize_run(run_dir: Path) -> dict[str, Any]:
+    spec = json.loads((run_dir / "spec.json").read_text())
+    job = json.loads((run_dir / "job.json").read_text())
+    run = spec["run"]
+    if job.get("status") != "succeeded":
+        return failed_summary(spec, job)
+    source = run_dir / "metrics.jsonl"
+    if not source.exists():
+        source = run_dir / "console.log"
+    steps, problems, reader = read_steps(source)
+    n_gpus = run["nodes"] * run["gpus_per_node"]
+    checks = validity_checks(run, spec["study"], steps)
+    return {
+        **_identity_fields(spec),
+        "summary": summarize_steps(steps, n_gpus, run["warmup_steps"]),
+        "checks": checks,
+        "valid": all(c["passed"] for c in checks),
+        "status": "succeeded",
+        "steps": steps,
+        "provenance": {
+            "metrics_file": source.name,
+            "reader": reader,
+            "metrics_sha256": sha256_file(source),
+            "reader_problems": problems,
+            "slurm_job_id": job.get("slurm_job_id"),
+            "container": job.get("container"),
+            "versions": job.get("versions"),
+            "repository_commit": spec.get("repository_commit"),
+            "start": job.get("start"),
+            "end": job.get("end"),
+        },
+    }
