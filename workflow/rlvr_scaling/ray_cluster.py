@@ -1,0 +1,124 @@
+"""One Ray cluster over a Slurm allocation: the head on the first node (where the launcher runs),
+one worker per other node started with srun, all inside the site's container when it has one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import StudyError
+
+NODE_RESOURCE = "rlvr_node_{}"
+PROBE = """
+import json, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+alive = [n for n in ray.nodes() if n["Alive"]]
+print(json.dumps({"resources": [n["Resources"] for n in alive]}))
+"""
+
+
+class RayClusterError(StudyError):
+    """The Ray cluster did not form; the message names what is missing."""
+
+
+@dataclass
+class RayCluster:
+    job_id: str
+    nodes: list[str]
+    addresses: list[str]
+    port: int
+    gpus_per_node: int
+    cpus_per_node: int
+    container: list[str]
+    env: dict[str, str]
+    log_dir: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def head_address(self) -> str:
+        return f"{self.addresses[0]}:{self.port}"
+
+    def _ray_start(self, index: int) -> list[str]:
+        node = self.nodes[index]
+        command = [
+            *self.container,
+            "ray",
+            "start",
+            "--block",
+            f"--node-ip-address={self.addresses[index]}",
+            f"--num-gpus={self.gpus_per_node}",
+            f"--num-cpus={self.cpus_per_node}",
+            f"--resources={json.dumps({NODE_RESOURCE.format(node): 1})}",
+            "--disable-usage-stats",
+        ]
+        if index == 0:
+            # Several heads can share a host (fake nodes, shared login nodes): no fixed side ports.
+            command += ["--head", f"--port={self.port}", f"--ray-client-server-port={self.port + 1}",
+                        "--include-dashboard=false", "--dashboard-agent-listen-port=0"]
+        else:
+            command += [f"--address={self.head_address}", "--dashboard-agent-listen-port=0"]
+        return command
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for index, node in enumerate(self.nodes):
+            command = self._ray_start(index)
+            if index > 0:
+                command = [
+                    "srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+                    "--overlap", "--kill-on-bad-exit=0", *command,
+                ]
+            log = open(self.log_dir / f"ray-{node}.log", "ab")
+            self.processes.append(
+                subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            )
+            if index == 0:
+                self.wait(timeout_s=120, want_nodes=[node])
+
+    def joined(self) -> tuple[list[str], float]:
+        """Nodes whose raylet is alive, and the GPUs they brought."""
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", PROBE, self.head_address], capture_output=True, text=True,
+                timeout=60, env=self.env, check=True,
+            ).stdout
+        except (subprocess.SubprocessError, OSError):
+            return [], 0.0
+        resources = json.loads(out.strip().splitlines()[-1])["resources"]
+        names = [n for n in self.nodes for r in resources if NODE_RESOURCE.format(n) in r]
+        return names, sum(r.get("GPU", 0.0) for r in resources)
+
+    def wait(self, timeout_s: float, want_nodes: list[str] | None = None) -> None:
+        want = want_nodes or self.nodes
+        deadline = time.monotonic() + timeout_s
+        joined: list[str] = []
+        gpus = 0.0
+        while time.monotonic() < deadline:
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise RayClusterError(f"a Ray process exited early (status {process.returncode}); "
+                                          f"see {self.log_dir}")
+            joined, gpus = self.joined()
+            if set(want) <= set(joined) and gpus >= len(want) * self.gpus_per_node:
+                return
+            time.sleep(2)
+        missing = [n for n in want if n not in joined]
+        raise RayClusterError(
+            f"Ray cluster incomplete after {timeout_s:.0f} s: missing nodes {missing or 'none'}, "
+            f"{gpus:g} of {len(want) * self.gpus_per_node} GPUs joined; logs in {self.log_dir}"
+        )
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 20
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
