@@ -20,6 +20,22 @@ include: "rules/analysis.smk"
 include: "rules/bundle.smk"
 
 
+# Cheap steps run where Snakemake runs (a login node on LUMI); only runs and image builds are
+# Slurm jobs.
+localrules:
+    all,
+    container_definition,
+    dataset,
+    model,
+    summary,
+    selection,
+    index,
+    tables,
+    figures,
+    report,
+    bundle,
+
+
 rule all:
     default_target: True
     input:

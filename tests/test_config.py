@@ -75,7 +75,7 @@ def test_pinned_selection_outside_the_grid_warns() -> None:
 
 
 def test_unknown_site_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="known sites: local, lumi"):
+    with pytest.raises(ConfigError, match="known sites: ci-slurm, local, lumi"):
         load_study(site="nowhere")
 
 
@@ -89,3 +89,10 @@ def test_cli_exits_2_with_one_clear_paragraph() -> None:
     assert result.returncode == 2
     assert "scaling.weak_nodes.1" in result.stderr and "-2" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_site_can_inherit_another() -> None:
+    study = load_study(site="ci-slurm")
+    assert study.site["engine"] == "verl-cpu" and study.site["launch"]["kind"] == "ray-srun"
+    assert study.site["launch"]["unset_environment"] == ["ROCR_VISIBLE_DEVICES"]
+    assert study.config["model"]["source"] == "tiny"  # the local site's scaled-down study

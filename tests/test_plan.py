@@ -77,7 +77,8 @@ def test_verl_arguments_and_slurm_resources() -> None:
     assert args["actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity"] == "full"
     assert args["data.train_files"] == "/study/results/data/lumi/dapo_math/train.parquet"
     assert run.slurm["nodes"] == 16 and run.slurm["gpus_per_node"] == 8
-    assert run.slurm["partition"] == "standard-g" and run.slurm["cpus_per_task"] == 56
+    assert run.slurm["partition"] == "standard-g" and run.slurm["ntasks_per_node"] == 2
+    assert run.slurm["cpus_per_task"] == 28
     assert run.slurm["time_minutes"] >= 15 and run.node_hours > 0
 
 

@@ -48,7 +48,7 @@ def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None
     assert len(resources) == 18
     for line in resources:
         assert "slurm_partition=standard-g" in line and "slurm_extra=--gpus-per-node=8" in line
-        assert "tasks_per_node=1" in line and "cpus_per_task=56" in line and "mpi=srun" in line
+        assert "tasks_per_node=2" in line and "cpus_per_task=28" in line and "mpi=srun" in line
         assert "slurm_account=project_465000000" in line
     assert any("nodes=16" in line for line in resources)
 

@@ -34,7 +34,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     study = _load(args)
     root = Path(args.root)
-    plan = build_plan(study, read_selections(root, study.datasets), root)
+    plan = build_plan(study, read_selections(root, study), root)
     if args.json:
         json.dump([run.to_dict() for run in plan], sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -72,7 +72,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from .plan import build_plan
     from .selection_io import read_selections
 
-    run = find_run(build_plan(study, read_selections(root, study.datasets), root), args.run_id)
+    run = find_run(build_plan(study, read_selections(root, study), root), args.run_id)
     try:
         final = launch(study, run, root, timeout_s=args.timeout)
     except RunFailed as exc:

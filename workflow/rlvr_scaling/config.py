@@ -103,12 +103,26 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
-def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
+def _read_site(name: str, sites_dir: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A site file, merged over the site it `inherits` (a new cluster can start from a known one)."""
     path = sites_dir / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in sites_dir.glob("*.yaml"))
         raise ConfigError("site", name, f"it must name a file in {sites_dir} (known sites: {', '.join(known)})")
     site = read_yaml(path)
+    if not isinstance(site, dict):
+        raise ConfigError("(top level)", site, "a site file must be a mapping", f"site file {path.name}")
+    parent = site.pop("inherits", None)
+    if parent is None:
+        return site
+    if parent in (*seen, name):
+        raise ConfigError("inherits", parent, "site files must not inherit in a circle", f"site file {path.name}")
+    return deep_merge(_read_site(parent, sites_dir, (*seen, name)), site)
+
+
+def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
+    site = _read_site(name, sites_dir)
+    path = sites_dir / f"{name}.yaml"
     check_schema(site, paths.SITE_SCHEMA, source=f"site file {path.name}")
     if site["name"] != name:
         raise ConfigError("name", site["name"], f"the site file {path.name} must carry name '{name}'", "site file")

@@ -9,12 +9,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import secrets
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from .metrics_file import read_metrics_jsonl, step_problems
 from .plan import Run
 from .process_cleanup import TOKEN_VAR, end_processes
 from .provenance import git_commit, host_facts, package_versions
-from .verl_args import CPU_ENGINE_ENV
+from .verl_args import CPU_ENGINE_ENV, CPU_ENGINE_RAY_CPUS
 
 LOGGER_ARG = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 
@@ -46,7 +48,7 @@ def run_environment(study: Study) -> dict[str, str]:
     return env
 
 
-def render_command(study: Study, run: Run) -> str:
+def render_command(study: Study, run: Run, root: Path) -> str:
     """command.sh: the exact command, runnable by hand from any copy of the run directory."""
     assert run.verl_args is not None
     # Hydra's own record of the resolved config lands in hydra/.hydra/ of the run directory.
@@ -65,7 +67,8 @@ def render_command(study: Study, run: Run) -> str:
     for key, value in sorted(run_environment(study).items()):
         lines.append(f"export {key}={shlex.quote(value)}")
     lines.append('export VERL_FILE_LOGGER_PATH="$PWD/metrics.jsonl"')
-    lines.append(f"exec {shlex.quote(sys.executable)} -m verl.trainer.main_ppo \\")
+    python = [*container_prefix(study, root), "python3"] if study.site["container"] else [sys.executable]
+    lines.append(f"exec {shlex.join(python)} -m verl.trainer.main_ppo \\")
     lines += [f"  {shlex.quote(arg)} \\" for arg in args]
     lines.append(f'  "{LOGGER_ARG}=$VERL_FILE_LOGGER_PATH"')
     return "\n".join(lines) + "\n"
@@ -100,9 +103,65 @@ def check_inputs(study: Study, run: Run, root: Path) -> None:
         raise StudyError(f"model is missing: {model} (run the model stage first)")
 
 
-def execute(command_file: Path, console: Path, token: str, timeout_s: float | None) -> tuple[int, str]:
-    """Run command.sh; on any exit (also a signal to us) end every process the run started."""
-    env = dict(os.environ, **{TOKEN_VAR: token})
+def container_prefix(study: Study, root: Path) -> list[str]:
+    container = study.site["container"]
+    if not container:
+        return []
+    image = paths.results_dir(root) / "containers" / study.site_name / "verl.sif"
+    binds = ",".join([*container["binds"], str(root)])
+    return ["singularity", "exec", "--bind", binds, str(image)]
+
+
+def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: dict[str, str], job: dict) -> Any:
+    """The Slurm launcher: a Ray cluster over the job's nodes, then verl joins it via RAY_ADDRESS."""
+    from .ray_cluster import RayCluster, local_node_ip
+    from .slurm_nodes import job_nodes
+
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        raise StudyError(f"site '{study.site_name}' launches inside a Slurm job, but SLURM_JOB_ID is not set")
+    nodes = job_nodes(job_id)
+    if len(nodes) != run.nodes:
+        raise StudyError(f"run {run.run_id} needs {run.nodes} nodes but Slurm job {job_id} has {nodes}")
+    launch_site = study.site["launch"]
+    engine_cpus = CPU_ENGINE_RAY_CPUS if study.site["engine"] == "verl-cpu" else study.site["hardware"]["cpus_per_node"]
+    cluster = RayCluster(
+        job_id=job_id,
+        nodes=nodes,
+        head_ip=local_node_ip(),
+        # Jobs on one host (or one login node) must not share Ray's port.
+        port=launch_site["ray_port"] + (int(job_id) % 400) * 5,
+        gpus_per_node=run.gpus_per_node,
+        cpus_per_node=engine_cpus,
+        slurm_cpus_per_node=study.site["hardware"]["cpus_per_node"],
+        # Fake nodes share one host's /dev/shm: keep the CPU engine's object stores small.
+        object_store_bytes=2**30 if study.site["engine"] == "verl-cpu" else None,
+        container=container_prefix(study, root),
+        env=env,
+        unset_environment=launch_site.get("unset_environment", []),
+        log_dir=staging / "ray",
+    )
+    # Ray workers inherit the raylet's environment, not the driver's: the run's environment goes to
+    # every `ray start`.
+    env.update(run_environment(study))
+    for name in launch_site.get("unset_environment", []):
+        env.pop(name, None)
+    job.update(node_list=nodes, ray_head=cluster.head_address, container=cluster.container[-1:] or None)
+    env["RAY_ADDRESS"] = cluster.head_address
+    # Ray 2.60 authenticates with a token: one per run, handed to every node through srun's
+    # environment, never written into the run directory.
+    env["RAY_AUTH_MODE"] = "token"
+    env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    cluster.start()
+    cluster.wait(launch_site["join_timeout_seconds"])
+    return cluster
+
+
+def execute(
+    command_file: Path, console: Path, env: dict[str, str], token: str, timeout_s: float | None, before: Any = None
+) -> tuple[int, str]:
+    """Run command.sh (after `before()`, e.g. forming the Ray cluster); on any exit, also a signal to
+    us, end every process the run started."""
     status = "failed"
     received: list[int] = []
 
@@ -111,7 +170,17 @@ def execute(command_file: Path, console: Path, token: str, timeout_s: float | No
         raise KeyboardInterrupt
 
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    cluster = None
     try:
+        try:
+            cluster = before() if before else None
+        except KeyboardInterrupt:
+            return 128 + (received[0] if received else signal.SIGINT), "terminated"
+        except Exception as exc:  # the evidence goes into console.log; the run is marked failed
+            with open(console, "a") as log:
+                log.write(f"rlvr-scaling: the launcher failed before verl started: {exc!r}\n")
+                log.write(traceback.format_exc())
+            return -1, "launch failed"
         with open(console, "ab") as log:
             process = subprocess.Popen(
                 ["bash", str(command_file)], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -125,6 +194,8 @@ def execute(command_file: Path, console: Path, token: str, timeout_s: float | No
                 code = 128 + (received[0] if received else signal.SIGINT)
                 status = "terminated"
     finally:
+        if cluster is not None:
+            cluster.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         end_processes(token)
@@ -135,12 +206,6 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     """Run `run`; return its directory under results/runs/ or raise RunFailed."""
     if run.run_id is None or run.verl_args is None:
         raise StudyError(f"run {run.dataset} n{run.nodes} waits for the sweep's selection: {run.pending}")
-    if study.site["launch"]["kind"] != "local":
-        raise StudyError(
-            f"site '{study.site_name}' needs the multi-node Ray launcher "
-            f"(launch.kind {study.site['launch']['kind']!r}), which this version does not have yet; "
-            "nothing was started"
-        )
     final = paths.run_dir(root, run.run_id)
     if final.exists():
         raise StudyError(f"{final} exists already: runs are never rewritten in place (delete it to rerun)")
@@ -150,22 +215,32 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     staging.mkdir(parents=True)
     _write_json(staging / "spec.json", spec_document(study, run))
     command_file = staging / "command.sh"
-    command_file.write_text(render_command(study, run))
+    command_file.write_text(render_command(study, run, root))
     command_file.chmod(0o755)
     token = uuid.uuid4().hex
+    env = dict(os.environ, **{TOKEN_VAR: token})
     job: dict[str, Any] = {
         "run_id": run.run_id,
         "start": now(),
         "nodes": run.nodes,
         "workers": run.nodes * run.gpus_per_node,
         "launcher": study.site["launch"]["kind"],
+        "environment": run_environment(study),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         **host_facts(),
         "versions": package_versions(),
     }
     _write_json(staging / "job.json", job)
     started = time.monotonic()
-    code, status = execute(command_file, staging / "console.log", token, timeout_s)
+    before = None
+    if study.site["launch"]["kind"] == "ray-srun":
+
+        def before() -> Any:
+            cluster = start_ray_cluster(study, run, root, staging, env, job)
+            _write_json(staging / "job.json", job)
+            return cluster
+
+    code, status = execute(command_file, staging / "console.log", env, token, timeout_s, before)
     job.update(end=now(), seconds=round(time.monotonic() - started, 1), exit_status=code, status=status)
     problems: list[str] = []
     if status == "succeeded":

@@ -100,7 +100,7 @@ def _slurm(study: Study, nodes: int, time_limit: int, account: str | None) -> di
     return {
         "nodes": nodes,
         "ntasks_per_node": site["slurm"]["ntasks_per_node"],
-        "cpus_per_task": site["hardware"]["cpus_per_node"],
+        "cpus_per_task": max(1, site["hardware"]["cpus_per_node"] // site["slurm"]["ntasks_per_node"]),
         "gpus_per_node": site["hardware"]["gpus_per_node"],
         "mem_mb": site["hardware"]["memory_mb_per_node"],
         "partition": site["slurm"]["partition"],

@@ -21,6 +21,14 @@ print(json.dumps({"resources": [n["Resources"] for n in alive]}))
 """
 
 
+def local_node_ip() -> str:
+    """The address Ray itself picks for this node (each node picks its own the same way; Slurm's
+    NodeAddr may be a name or, on a test cluster, a loopback address Ray does not serve on)."""
+    from ray._private.services import get_node_ip_address
+
+    return get_node_ip_address()
+
+
 class RayClusterError(StudyError):
     """The Ray cluster did not form; the message names what is missing."""
 
@@ -29,36 +37,50 @@ class RayClusterError(StudyError):
 class RayCluster:
     job_id: str
     nodes: list[str]
-    addresses: list[str]
+    head_ip: str
     port: int
     gpus_per_node: int
     cpus_per_node: int
+    slurm_cpus_per_node: int
+    object_store_bytes: int | None
     container: list[str]
     env: dict[str, str]
+    unset_environment: list[str]
     log_dir: Path
     processes: list[subprocess.Popen] = field(default_factory=list)
 
     @property
     def head_address(self) -> str:
-        return f"{self.addresses[0]}:{self.port}"
+        return f"{self.head_ip}:{self.port}"
 
     def _ray_start(self, index: int) -> list[str]:
         node = self.nodes[index]
+        # Inside a container, its own ray; outside, the one beside this interpreter (no activated venv).
+        ray = "ray" if self.container else str(Path(sys.executable).with_name("ray"))
+        # srun gives each step Slurm's device variables again: drop the ones Ray must own.
+        unset = [f"--unset={name}" for name in self.unset_environment]
         command = [
+            *(["env", *unset] if unset else []),
             *self.container,
-            "ray",
+            ray,
             "start",
             "--block",
-            f"--node-ip-address={self.addresses[index]}",
             f"--num-gpus={self.gpus_per_node}",
             f"--num-cpus={self.cpus_per_node}",
             f"--resources={json.dumps({NODE_RESOURCE.format(node): 1})}",
             "--disable-usage-stats",
         ]
+        if self.object_store_bytes:
+            command.append(f"--object-store-memory={self.object_store_bytes}")
         if index == 0:
             # Several heads can share a host (fake nodes, shared login nodes): no fixed side ports.
-            command += ["--head", f"--port={self.port}", f"--ray-client-server-port={self.port + 1}",
-                        "--include-dashboard=false", "--dashboard-agent-listen-port=0"]
+            command += [
+                "--head",
+                f"--port={self.port}",
+                f"--ray-client-server-port={self.port + 1}",
+                "--include-dashboard=false",
+                "--dashboard-agent-listen-port=0",
+            ]
         else:
             command += [f"--address={self.head_address}", "--dashboard-agent-listen-port=0"]
         return command
@@ -68,9 +90,18 @@ class RayCluster:
         for index, node in enumerate(self.nodes):
             command = self._ray_start(index)
             if index > 0:
+                # Explicit geometry: inside the job the executor stripped SLURM_*, so srun knows nothing.
                 command = [
-                    "srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
-                    "--overlap", "--kill-on-bad-exit=0", *command,
+                    "srun",
+                    f"--jobid={self.job_id}",
+                    "--nodes=1",
+                    "--ntasks=1",
+                    f"--nodelist={node}",
+                    f"--cpus-per-task={self.slurm_cpus_per_node}",
+                    f"--gpus-per-node={self.gpus_per_node}",
+                    "--overlap",
+                    "--kill-on-bad-exit=0",
+                    *command,
                 ]
             log = open(self.log_dir / f"ray-{node}.log", "ab")
             self.processes.append(
@@ -83,8 +114,12 @@ class RayCluster:
         """Nodes whose raylet is alive, and the GPUs they brought."""
         try:
             out = subprocess.run(
-                [sys.executable, "-c", PROBE, self.head_address], capture_output=True, text=True,
-                timeout=60, env=self.env, check=True,
+                [sys.executable, "-c", PROBE, self.head_address],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=self.env,
+                check=True,
             ).stdout
         except (subprocess.SubprocessError, OSError):
             return [], 0.0
@@ -100,8 +135,9 @@ class RayCluster:
         while time.monotonic() < deadline:
             for process in self.processes:
                 if process.poll() is not None:
-                    raise RayClusterError(f"a Ray process exited early (status {process.returncode}); "
-                                          f"see {self.log_dir}")
+                    raise RayClusterError(
+                        f"a Ray process exited early (status {process.returncode}); see {self.log_dir}"
+                    )
             joined, gpus = self.joined()
             if set(want) <= set(joined) and gpus >= len(want) * self.gpus_per_node:
                 return

@@ -24,8 +24,3 @@ def job_nodes(job_id: str) -> list[str]:
     if not match or match.group(1) in ("(null)", ""):
         raise StudyError(f"Slurm job {job_id} has no node list yet")
     return _scontrol("show", "hostnames", match.group(1)).split()
-
-
-def node_address(node: str) -> str:
-    match = re.search(r"\bNodeAddr=(\S+)", _scontrol("show", "node", node))
-    return match.group(1) if match else node

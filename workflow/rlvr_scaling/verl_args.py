@@ -18,11 +18,12 @@ CPU_ENGINE_ARGS = [
     "reward.num_workers=1",
     "data.dataloader_num_workers=0",
     "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
-    "+ray_kwargs.ray_init.num_cpus=16",
     f"trainer.v1.sampler.custom_sampler.path={Path(__file__).parent / 'cpu_engine' / 'replay.py'}",
     "trainer.v1.sampler.custom_sampler.name=FastPollReplayBuffer",
 ]
 # Set in every process verl starts (the trainer passes its environment on to Ray).
+# Logical CPUs per node for Ray: TransferQueue and the agent loop need more slots than 2 real cores.
+CPU_ENGINE_RAY_CPUS = 16
 CPU_ENGINE_ENV = {
     "VERL_USE_EXTERNAL_MODULES": "rlvr_scaling.cpu_engine",
     "VERL_PLATFORM": "cpu",
@@ -116,5 +117,11 @@ def build_verl_args(
             f"{fsdp}.optimizer_offload={_flag(memory['offload'])}",
         ]
     if site["engine"] == "verl-cpu":
-        args += CPU_ENGINE_ARGS + [f"+ray_kwargs.ray_init.num_gpus={nodes * gpus}"]
+        args += CPU_ENGINE_ARGS
+        if site["launch"]["kind"] == "local":
+            # verl starts Ray itself; with the Slurm launcher these are flags of `ray start` instead.
+            args += [
+                f"+ray_kwargs.ray_init.num_cpus={CPU_ENGINE_RAY_CPUS}",
+                f"+ray_kwargs.ray_init.num_gpus={nodes * gpus}",
+            ]
     return args

@@ -36,6 +36,8 @@ class Lookup:
     def __init__(self, study: Study, root: Path | None = None) -> None:
         self.study = study
         self.root = (root or Path.cwd()).resolve()
+        self._cache: list[Run] = []
+        self._cache_key: tuple | None = None
 
     @functools.cached_property
     def _pinned(self) -> dict[str, int | None]:
@@ -50,8 +52,19 @@ class Lookup:
         return read_selection_file(Path(selection_file))
 
     def run(self, run_id: str) -> Run:
-        plan = build_plan(self.study, read_selections(self.root, self.study.datasets), self.root)
-        return find_run(plan, run_id)
+        return find_run(self._plan(), run_id)
+
+    def _plan(self) -> list[Run]:
+        # Resource functions ask for every job: rebuild only when a selection artifact changed.
+        key = tuple(
+            (d, p.stat().st_mtime_ns if p.exists() else None)
+            for d in self.study.datasets
+            for p in [paths.selection_file(self.root, d)]
+        )
+        if self._cache_key != key:
+            self._cache = build_plan(self.study, read_selections(self.root, self.study), self.root)
+            self._cache_key = key
+        return self._cache
 
     def sweep_run_ids(self, dataset: str) -> list[str]:
         runs = dataset_runs(self.study, dataset, None, self.root)

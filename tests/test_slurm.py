@@ -1,0 +1,177 @@
+"""The study through a real Slurm cluster (tests/slurm/cluster.sh): sbatch, srun, a Ray cluster over
+two Slurm nodes, and the faults a cluster produces. Marker `slurm`; CI sets RLVR_REQUIRE_SLURM=1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from rlvr_scaling.metrics_file import read_metrics_jsonl
+
+from .conftest import REPO
+from .workflow_helpers import SNAKEMAKE, run_processes, snakemake
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+ACCOUNT = os.environ.get("RLVR_SLURM_TEST_ACCOUNT", "rlvr-test")
+PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile")
+
+
+@pytest.fixture
+def slurm_workdir(workdir: Path) -> Path:
+    (workdir / "lumi").symlink_to(REPO / "lumi")
+    (workdir / "tests").mkdir()
+    (workdir / "tests" / "slurm").symlink_to(REPO / "tests" / "slurm")
+    return workdir
+
+
+def study_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "study.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def squeue(*args: str) -> str:
+    return subprocess.run(["squeue", "-h", *args], capture_output=True, text=True, check=True).stdout
+
+
+def our_jobs_gone() -> None:
+    deadline = time.monotonic() + 60
+    while squeue("-u", "root").strip() and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Path, tmp_path: Path) -> None:
+    config = study_file(
+        tmp_path,
+        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 3\n",
+    )
+    env = {"RLVR_SLURM_ACCOUNT": ACCOUNT}
+    snakemake(slurm_workdir, *PROFILES, "--configfile", config, env=env, timeout=1500)
+    runs = sorted((slurm_workdir / "results" / "runs").iterdir())
+    assert len(runs) == 3
+    for run_dir in runs:
+        job = json.loads((run_dir / "job.json").read_text())
+        assert job["status"] == "succeeded" and job["slurm_job_id"]
+        assert job["launcher"] == "ray-srun" and len(job["node_list"]) == job["nodes"]
+        steps, problems = read_metrics_jsonl(run_dir / "metrics.jsonl")
+        assert len(steps) == 3 and not problems
+    two = next(r for r in runs if "-n2-" in r.name)
+    job = json.loads((two / "job.json").read_text())
+    assert len(set(job["node_list"])) == 2
+    # the second node's raylet ran as a Slurm step on that node and joined the head
+    assert any((two / "ray").glob(f"ray-{job['node_list'][1]}.log"))
+    accounting = subprocess.run(
+        ["sacct", "-n", "-X", "-j", job["slurm_job_id"], "-o", "NNodes,State"], capture_output=True, text=True
+    ).stdout.split()
+    assert accounting[:2] == ["2", "COMPLETED"]
+    assert run_processes() == []
+
+
+def test_unknown_account_is_a_clear_error_and_nothing_is_submitted(slurm_workdir: Path, tmp_path: Path) -> None:
+    config = study_file(tmp_path, "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n")
+    before = squeue("-u", "root")
+    result = snakemake(
+        slurm_workdir,
+        *PROFILES,
+        "--configfile",
+        config,
+        env={"RLVR_SLURM_ACCOUNT": "no-such-account"},
+        check=False,
+        timeout=600,
+    )
+    assert result.returncode != 0
+    assert "no-such-account" in result.stdout + result.stderr
+    assert not (slurm_workdir / "results" / "runs").exists()
+    assert squeue("-u", "root") == before
+
+
+def _start(slurm_workdir: Path, config: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [SNAKEMAKE, *PROFILES, "--configfile", config, *extra],
+        cwd=slurm_workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "RLVR_SLURM_ACCOUNT": ACCOUNT},
+    )
+
+
+def _wait_for_step(slurm_workdir: Path, step: int, timeout: float = 900) -> None:
+    runs = slurm_workdir / "results" / "runs"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = list(runs.glob(".staging-*/console.log")) if runs.exists() else []
+        if logs and f"step:{step} " in logs[0].read_text(errors="replace"):
+            return
+        time.sleep(1)
+    raise AssertionError(f"no run reached step {step}")
+
+
+LONG_RUN = (
+    "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n  algorithm.steps: 200\n"
+    "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
+)
+
+
+def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir: Path, tmp_path: Path) -> None:
+    config = study_file(tmp_path, LONG_RUN)
+    process = _start(slurm_workdir, config)
+    _wait_for_step(slurm_workdir, 2)
+    job_ids = squeue("-u", "root", "-o", "%i").split()
+    assert len(job_ids) == 1
+    subprocess.run(["scancel", job_ids[0]], check=True)
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode != 0 and "Error in rule run" in output
+    failed = list((slurm_workdir / "results" / "failed").glob("*/*"))
+    assert len(failed) == 1
+    job = json.loads((failed[0] / "job.json").read_text())
+    assert job["status"] in ("terminated", "failed") and job["slurm_job_id"] == job_ids[0]
+    assert (failed[0] / "console.log").stat().st_size > 0
+    our_jobs_gone()
+    assert run_processes() == []
+    plan = snakemake(slurm_workdir, *PROFILES, "--configfile", config, "-n", env={"RLVR_SLURM_ACCOUNT": ACCOUNT})
+    assert plan.stdout.count("rule run:") == 1
+
+
+def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_path: Path) -> None:
+    config = study_file(tmp_path, LONG_RUN)
+    process = _start(slurm_workdir, config, "--set-resources", "run:runtime=2")
+    output, _ = process.communicate(timeout=900)
+    assert process.returncode != 0 and "Error in rule run" in output
+    failed = list((slurm_workdir / "results" / "failed").glob("*/*"))
+    assert len(failed) == 1
+    job = json.loads((failed[0] / "job.json").read_text())
+    assert job["status"] == "terminated"
+    state = subprocess.run(
+        ["sacct", "-n", "-X", "-j", job["slurm_job_id"], "-o", "State"], capture_output=True, text=True
+    ).stdout
+    assert "TIMEOUT" in state
+    our_jobs_gone()
+    assert run_processes() == []
+
+
+def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
+    slurm_workdir: Path, tmp_path: Path
+) -> None:
+    config = study_file(tmp_path, LONG_RUN.replace("algorithm.steps: 200", "algorithm.steps: 3"))
+    subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=down", "reason=rlvr-test"], check=True)
+    try:
+        process = _start(slurm_workdir, config)
+        deadline = time.monotonic() + 120
+        reason = ""
+        while time.monotonic() < deadline and not reason:
+            reason = squeue("-u", "root", "-t", "PD", "-o", "%r").strip()
+            time.sleep(1)
+        assert reason, "the run was never queued"
+        assert "Down" in reason or "NodeNotAvail" in reason or "Resources" in reason
+        assert process.poll() is None  # waiting, as Slurm says why
+        subprocess.run(["scancel", "-u", "root"], check=True)
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode != 0  # cancelled while pending: reported, not hung
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=resume"], check=False)
+        our_jobs_gone()
