@@ -15,7 +15,7 @@ import pytest
 from rlvr_scaling.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
 
 from .conftest import REPO
-from .workflow_helpers import SNAKEMAKE, run_processes, snakemake
+from .workflow_helpers import SNAKEMAKE, run_processes, snakemake, token_processes
 
 pytestmark = pytest.mark.slow
 REDUCED = str(REPO / "tests" / "data" / "reduced.yaml")
@@ -74,19 +74,7 @@ def test_reduced_local_study_end_to_end(workdir: Path) -> None:
 
 
 def _worker_pids() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if (
-                b"RLVR_RUN_TOKEN=" in (entry / "environ").read_bytes()
-                and b"WorkerDict" in (entry / "cmdline").read_bytes()
-            ):
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
+    return [pid for pid, command in token_processes() if "WorkerDict" in command]
 
 
 def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp_path: Path) -> None:

@@ -31,15 +31,21 @@ def snakemake(
     return result
 
 
-def run_processes() -> list[str]:
-    """Processes still carrying a run token: none may outlive its run."""
+def token_processes() -> list[tuple[int, str]]:
+    """(pid, command line) of every process carrying a run token."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             if f"{TOKEN_VAR}=".encode() in (entry / "environ").read_bytes():
-                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120])
+                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append((int(entry.name), command))
         except OSError:
             continue
     return found
+
+
+def run_processes() -> list[str]:
+    """Processes still carrying a run token: none may outlive its run."""
+    return [command[:120] for _pid, command in token_processes()]

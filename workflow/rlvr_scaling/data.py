@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import pandas as pd
 from . import synthetic
 from .config import Study
 from .errors import ConfigError
+from .staging import staged_directory
 from .verl_format import dapo_row, gsm8k_row
 
 SYNTHETIC_ROWS = {"train": 512, "val": 32}
@@ -121,9 +120,7 @@ def sha256_file(path: Path) -> str:
 
 def write_dataset(frames: dict[str, pd.DataFrame], output: Path, provenance: dict[str, Any]) -> dict[str, Any]:
     """Write train/val parquet and the manifest atomically: a failure leaves nothing half-written."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
-    try:
+    with staged_directory(output) as staging:
         files = {}
         for split in ("train", "val"):
             path = staging / f"{split}.parquet"
@@ -131,13 +128,7 @@ def write_dataset(frames: dict[str, pd.DataFrame], output: Path, provenance: dic
             files[split] = {"file": path.name, "rows": len(frames[split]), "sha256": sha256_file(path)}
         manifest = {**provenance, "files": files}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        if output.exists():
-            shutil.rmtree(output)
-        staging.rename(output)
-        return manifest
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    return manifest
 
 
 def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:

@@ -7,12 +7,11 @@ tokenizer trained on the local datasets' text; the same seed gives the same file
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .config import Study
+from .staging import staged_directory
 from .synthetic import corpus
 
 CHAT_TEMPLATE = (
@@ -85,9 +84,7 @@ def download_model(name: str, revision: str, output: Path) -> dict[str, Any]:
 def prepare_model(study: Study, output: Path) -> dict[str, Any]:
     """Build or download into a staging directory, then move into place with a manifest."""
     spec = study.config["model"]
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
-    try:
+    with staged_directory(output) as staging:
         if spec["source"] == "tiny":
             seed = int(str(spec["revision"]).removeprefix("seed-"))
             details = build_tiny_model(spec["max_context"], seed, staging)
@@ -96,10 +93,4 @@ def prepare_model(study: Study, output: Path) -> dict[str, Any]:
             details = download_model(spec["name"], spec["revision"], staging)
         manifest = {"name": spec["name"], "source": spec["source"], "revision": spec["revision"], **details}
         (staging / "rlvr_manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        if output.exists():
-            shutil.rmtree(output)
-        staging.rename(output)
-        return manifest
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    return manifest
