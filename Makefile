@@ -18,9 +18,10 @@ $(STAMP): envs/local.txt pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES) --report results/report/report.html
 	@echo
 	@echo "The local study is done. Results:"
-	@echo "  report:  results/report/study.md"
+	@echo "  report:  results/report/study.md, results/report/report.html (Snakemake report)"
 	@echo "  tables:  results/tables/  (CSV, Markdown, LaTeX)"
 	@echo "  figures: results/figures/ (PNG, PDF)"
 	@echo "  runs:    results/runs/<run_id>/ (spec.json, command.sh, metrics.jsonl, console.log, job.json)"

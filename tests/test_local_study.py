@@ -65,6 +65,12 @@ def test_reduced_local_study_end_to_end(workdir: Path) -> None:
     assert "weak_scaling" in report.lower() or "Weak scaling" in report
     assert list((results / "bundle").glob("*.tar.gz"))
 
+    # The Snakemake HTML report carries every table and figure.
+    snakemake(workdir, "--cores", "2", "--configfile", REDUCED, "--report", "report.html")
+    html = (workdir / "report.html").read_text(errors="replace")
+    for name in ("weak_scaling.md", "strong_scaling.md", "table1.md", "figure2_weak_efficiency.png", "study.md"):
+        assert name in html, name
+
     # Nothing is redone when nothing changed; a redone run brings only what depends on it.
     assert "Nothing to be done" in snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED).stdout
     redo = f"results/runs/{runs[-1].name}"
