@@ -1,5 +1,5 @@
 """Prints one local run's start-up time (launch to step 1 logged), its per-step time and its peak
-memory (all processes of the run together, sampled every 0.5 s; target under 4 GiB).
+memory (all processes of the run together, PSS sampled every 0.5 s; target under 4 GiB).
 
     .venv/bin/python benchmarks/local_run.py [--dataset gsm8k] [--steps 4]
 
@@ -28,16 +28,19 @@ from rlvr_scaling.process_cleanup import TOKEN_VAR
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_rss_bytes() -> int:
-    total = 0
-    for process in psutil.process_iter(["environ", "memory_info"]):
+def run_memory_bytes() -> tuple[int, int]:
+    """(PSS, RSS) summed over the run's processes. RSS counts the libraries that ~10 Python processes
+    share once per process; PSS splits shared pages between them: the machine's real footprint."""
+    pss = rss = 0
+    for process in psutil.process_iter(["environ"]):
         try:
-            environ = process.info["environ"] or {}
-            if TOKEN_VAR in environ and process.info["memory_info"]:
-                total += process.info["memory_info"].rss
+            if TOKEN_VAR not in (process.info["environ"] or {}):
+                continue
+            full = process.memory_full_info()
+            pss, rss = pss + full.pss, rss + full.rss
         except (psutil.Error, TypeError):
             continue
-    return total
+    return pss, rss
 
 
 def main() -> None:
@@ -52,12 +55,13 @@ def main() -> None:
         prepare_dataset(study, args.dataset, dataset_dir(root, study.site_name, args.dataset))
         prepare_model(study, model_dir(root, study.site_name))
         run = next(r for r in build_plan(study, root=root) if r.dataset == args.dataset and r.run_id)
-        peak = [0]
+        peak = [0, 0]
         done = threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                peak[0] = max(peak[0], run_rss_bytes())
+                pss, rss = run_memory_bytes()
+                peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
                 time.sleep(0.5)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -93,7 +97,10 @@ def main() -> None:
         print(f"  step 1 (warm-up): {records[0]['data']['timing_s/step']:.2f} s")
         print(f"  later steps: mean {sum(later) / len(later):.2f} s over {len(later)} steps")
         print(f"  whole run including shutdown: {total:.1f} s")
-        print(f"  peak memory of all the run's processes: {peak[0] / 2**30:.2f} GiB")
+        print(
+            f"  peak memory of all the run's processes: {peak[0] / 2**30:.2f} GiB PSS "
+            f"({peak[1] / 2**30:.2f} GiB summed RSS, shared libraries counted once per process)"
+        )
 
 
 if __name__ == "__main__":
