@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,9 @@ class Run:
     estimate: dict[str, float] | None
     identity: dict[str, Any] | None
     pending: str | None = None
-    weak_factor: int | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("weak_factor")
-        return data
+        return asdict(self)
 
 
 def engines_per_node(study: Study) -> int:
@@ -178,7 +175,6 @@ def _pending_run(study: Study, dataset: str, nodes: int, factor: int, series: st
         estimate=None,
         identity=None,
         pending=f"prompts = selection.{dataset} x {factor}; waits for the one-node sweep of {dataset}",
-        weak_factor=factor,
     )
 
 

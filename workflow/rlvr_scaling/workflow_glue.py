@@ -104,11 +104,3 @@ def write_effective_config(config: dict[str, Any], root: Path | None = None) -> 
         tmp.write_text(text)
         tmp.replace(path)
     return str(path)
-
-
-def run_dir(run_id: str) -> str:
-    return str(Path("results") / "runs" / run_id)
-
-
-def selection_path(dataset: str) -> str:
-    return str(paths.selection_file(Path("."), dataset))
