@@ -120,3 +120,43 @@ def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp
     assert run_processes() == []
     plan = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(single)).stdout
     assert plan.count("rule run:") == 1
+
+
+def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scaling_runs(
+    workdir: Path, tmp_path: Path
+) -> None:
+    study = tmp_path / "sweep.yaml"
+    study.write_text(
+        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2, 4]\n  algorithm.steps: 3\n"
+        "  scaling.weak_nodes: [1, 2]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
+    )
+    snakemake(workdir, "--cores", "2", "--configfile", str(study))
+    results = workdir / "results"
+    runs_before = {p.name: (p / "job.json").stat().st_mtime_ns for p in (results / "runs").iterdir()}
+    assert len(runs_before) == 3  # two sweep points (one is also weak n1 and strong n1), weak n2
+    selection = json.loads((results / "selection" / "gsm8k.json").read_text())
+    first = selection["selected"]["prompts"]
+    assert f"gsm8k-n2-p{2 * first}-" in " ".join(runs_before)
+    other = next(p for p in selection["points"] if p["prompts"] != first)
+    assert other["eligible"], other
+
+    # The unselected point now measures ten times the best throughput: a changed sweep result.
+    summary_path = results / "summaries" / f"{other['run_id']}.json"
+    summary = json.loads(summary_path.read_text())
+    summary["summary"]["throughput_per_gpu"]["mean"] = 10 * selection["selected"]["throughput_per_gpu"]
+    summary_path.write_text(json.dumps(summary))
+
+    rerun = snakemake(workdir, "--cores", "2", "--configfile", str(study))
+    log = rerun.stdout + rerun.stderr
+    assert json.loads((results / "selection" / "gsm8k.json").read_text())["selected"]["prompts"] == other["prompts"]
+    assert log.count("rule run:") == 1, log[-3000:]
+    runs_after = {p.name: p for p in (results / "runs").iterdir()}
+    new = sorted(set(runs_after) - set(runs_before))
+    assert len(new) == 1 and new[0].startswith(f"gsm8k-n2-p{2 * other['prompts']}-"), new
+    check_run_directory(runs_after[new[0]], steps=3)
+    for name, mtime in runs_before.items():  # the sweep runs and the old weak run are kept untouched
+        assert (results / "runs" / name / "job.json").stat().st_mtime_ns == mtime, name
+    with open(results / "tables" / "weak_scaling.csv") as handle:
+        weak_runs = {row["run_id"] for row in csv.DictReader(handle)}
+    assert weak_runs == {other["run_id"], new[0]}, weak_runs
+    assert run_processes() == []
