@@ -1,7 +1,7 @@
 """Prints one local run's start-up time (launch to step 1 logged), its per-step time and its peak
 memory (all processes of the run together, PSS sampled every 0.5 s; target under 4 GiB).
 
-    .venv/bin/python benchmarks/local_run.py [--dataset gsm8k] [--steps 4]
+    .venv/bin/python benchmarks/local_run.py [--dataset gsm8k] [--steps 4] [--nodes 1]
 
 It builds the tiny model and data in a temporary directory, so it never touches results/.
 """
@@ -28,40 +28,63 @@ from rlvr_scaling.process_cleanup import TOKEN_VAR
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_memory_bytes() -> tuple[int, int]:
-    """(PSS, RSS) summed over the run's processes. RSS counts the libraries that ~10 Python processes
-    share once per process; PSS splits shared pages between them: the machine's real footprint."""
+def run_memory() -> tuple[int, int, list[tuple[int, str]]]:
+    """(PSS, RSS, [(PSS, name)]) over the run's processes. RSS counts the libraries that ~10 Python
+    processes share once per process; PSS splits shared pages between them: the machine's real footprint."""
     pss = rss = 0
-    for process in psutil.process_iter(["environ"]):
+    processes = []
+    for process in psutil.process_iter(["environ", "cmdline"]):
         try:
             if TOKEN_VAR not in (process.info["environ"] or {}):
                 continue
             full = process.memory_full_info()
-            pss, rss = pss + full.pss, rss + full.rss
         except (psutil.Error, TypeError):
             continue
-    return pss, rss
+        pss, rss = pss + full.pss, rss + full.rss
+        processes.append((full.pss, process_name(process.info["cmdline"] or ["?"])))
+    return pss, rss, processes
+
+
+def process_name(cmdline: list[str]) -> str:
+    """Ray actors name themselves ray::Class; other processes by their script or module."""
+    if cmdline[0].startswith("ray::"):
+        return cmdline[0].split()[0]
+    for part in cmdline[1:]:
+        if part.endswith(".py") or part.startswith("verl.") or "main(" in part:
+            return Path(part).name if part.endswith(".py") else part[:40]
+    return Path(cmdline[0]).name
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dataset", default="gsm8k")
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--nodes", type=int, default=1, help="local nodes (CPU worker groups) of the run")
     args = parser.parse_args()
     sets = [f"algorithm.steps={args.steps}"]
+    # The workload of the sweep's first point, pinned so that multi-node runs are planned too.
+    first_point = load_study(sets=sets).config["datasets"][args.dataset]["sweep"][0]
+    sets.append(f"selection.{args.dataset}={first_point}")
     study = load_study(sets=sets)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         prepare_dataset(study, args.dataset, dataset_dir(root, study.site_name, args.dataset))
         prepare_model(study, model_dir(root, study.site_name))
-        run = next(r for r in build_plan(study, root=root) if r.dataset == args.dataset and r.run_id)
-        peak = [0, 0]
+        runs = [r for r in build_plan(study, root=root) if r.dataset == args.dataset and r.run_id]
+        run = next((r for r in runs if r.nodes == args.nodes), None)
+        if run is None:
+            raise SystemExit(
+                f"--nodes {args.nodes}: the local plan has {args.dataset} runs on {[r.nodes for r in runs]}"
+            )
+        peak: list = [0, 0, []]
         done = threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                pss, rss = run_memory_bytes()
-                peak[0], peak[1] = max(peak[0], pss), max(peak[1], rss)
+                pss, rss, processes = run_memory()
+                if pss > peak[0]:
+                    peak[0], peak[2] = pss, processes
+                peak[1] = max(peak[1], rss)
                 time.sleep(0.5)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -101,6 +124,9 @@ def main() -> None:
             f"  peak memory of all the run's processes: {peak[0] / 2**30:.2f} GiB PSS "
             f"({peak[1] / 2**30:.2f} GiB summed RSS, shared libraries counted once per process)"
         )
+        print(f"  at the peak, {len(peak[2])} processes (PSS MiB):")
+        for size, name in sorted(peak[2], reverse=True):
+            print(f"    {size / 2**20:7.0f}  {name}")
 
 
 if __name__ == "__main__":

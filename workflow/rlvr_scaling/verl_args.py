@@ -28,6 +28,9 @@ CPU_ENGINE_ENV = {
     "VERL_USE_EXTERNAL_MODULES": "rlvr_scaling.cpu_engine",
     "VERL_PLATFORM": "cpu",
     "VERL_ENGINE_DEVICE": "cuda",
+    # Ray prestarts idle Python workers that verl never uses (about 45 MiB each).
+    "RAY_enable_worker_prestart": "0",
+    "RAY_prestart_worker_first_driver": "0",
 }
 
 
@@ -123,5 +126,7 @@ def build_verl_args(
             args += [
                 f"+ray_kwargs.ray_init.num_cpus={CPU_ENGINE_RAY_CPUS}",
                 f"+ray_kwargs.ray_init.num_gpus={nodes * gpus}",
+                # Each Ray process costs tens of MiB; on a laptop-sized machine memory is the limit.
+                "+ray_kwargs.ray_init.include_dashboard=False",
             ]
     return args
