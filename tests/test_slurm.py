@@ -152,3 +152,33 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
     assert "TIMEOUT" in state
     our_jobs_gone()
     assert run_processes() == []
+
+
+def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
+    slurm_workdir: Path, tmp_path: Path
+) -> None:
+    config = study_file(tmp_path, LONG_RUN.replace("algorithm.steps: 200", "algorithm.steps: 3"))
+    subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=down", "reason=rlvr-test"], check=True)
+    try:
+        process = _start(slurm_workdir, config)
+        # Data and model are prepared locally first; then the run is submitted and pends. Slurm gives
+        # the reason "None" until its scheduler has looked at the job, so wait for a real one.
+        deadline = time.monotonic() + 600
+        reason = ""
+        while time.monotonic() < deadline and process.poll() is None:
+            reason = squeue("-u", "root", "-t", "PD", "-o", "%r").strip()
+            if reason and reason != "None":
+                break
+            time.sleep(2)
+        assert process.poll() is None, f"the workflow ended before its run was queued:\n{process.stdout.read()}"
+        assert "DOWN" in reason or "ReqNodeNotAvail" in reason, f"pending reason: {reason!r}"
+        time.sleep(10)
+        assert process.poll() is None  # waiting, while Slurm says why
+        subprocess.run(["scancel", "-u", "root"], check=True)
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode != 0, output[-3000:]  # cancelled while pending: reported, not hung
+        assert "Error in rule run" in output, output[-3000:]
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=resume"], check=False)
+        our_jobs_gone()
+    assert not (slurm_workdir / "results" / "runs").exists() or not any((slurm_workdir / "results" / "runs").iterdir())

@@ -50,7 +50,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SlurmdParameters=config_overrides
 GresTypes=gpu
-ReturnToService=2
+ReturnToService=1
 MinJobAge=600
 KillWait=30
 InactiveLimit=0
@@ -142,7 +142,10 @@ SQL
   done
   sacctmgr -i add account "$ACCOUNT" cluster="$CLUSTER" >/dev/null 2>&1 || true
   sacctmgr -i add user root account="$ACCOUNT" cluster="$CLUSTER" >/dev/null 2>&1 || true
-  wait_for 60 "$NODES idle nodes" sh -c "[ \$(sinfo -h -p standard-g -t idle -o %D) = $NODES ]"
+  # ReturnToService=1 keeps a node that was set DOWN down (the nodes-down test relies on it), so a node
+  # left down or drained by an earlier run of the tests is resumed here.
+  wait_for 60 "$NODES idle nodes" sh -c "scontrol update nodename=n[1-$NODES] state=resume >/dev/null 2>&1;
+    [ \$(sinfo -h -p standard-g -t idle -o %D) = $NODES ]"
   log "up: $NODES nodes x $GPUS GPUs, partitions standard-g small-g dev-g, account $ACCOUNT"
 }
 

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Real Apptainer on a Debian 12 test machine, and a small base image for the container tests.
+#   tests/apptainer/install.sh [PREFIX]      (root; default prefix /opt/rlvr-apptainer)
+# Debian 12 has no apptainer package: take 1.4.x from sid and a glibc >= 2.38 from trixie into a private
+# prefix, point the binaries at that glibc, and leave the system libc alone. Facts and the sandbox's
+# obstacles: ../shared/notes/apptainer-ci.md.
+set -euo pipefail
+
+PREFIX=${1:-/opt/rlvr-apptainer}
+BASE_IMAGE=${RLVR_APPTAINER_BASE:-/var/lib/rlvr-apptainer/bookworm-minbase.sif}
+log() { echo "apptainer-install: $*" >&2; }
+
+debian_mirror() {
+  # The machine's configured Debian mirror (deb822 or one-line sources), not its security archive.
+  local found
+  found=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
+    | grep -E '^(URIs:|deb )' | grep -oE 'https?://[^ ]*' | grep -v security | head -1 || true)
+  echo "${found:-http://deb.debian.org/debian}"
+}
+
+install_host_packages() {
+  local missing=()
+  for tool in mksquashfs newuidmap patchelf mkfs.ext4 fuse2fs squashfuse fuse-overlayfs debootstrap; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  apt-get update -qq
+  apt-get install -y -qq squashfs-tools uidmap patchelf e2fsprogs fuse2fs squashfuse fuse-overlayfs \
+    debootstrap >/dev/null
+}
+
+install_apptainer() {
+  if [ -e "$PREFIX/.installed" ]; then
+    return
+  fi
+  local work mirror
+  work=$(mktemp -d)
+  mirror=$(debian_mirror)
+  # A throwaway apt state: the machine's own package lists stay on bookworm.
+  mkdir -p "$work"/{lists/partial,cache/partial,debs}
+  cat > "$work/sources.list" <<SRC
+deb [trusted=yes] $mirror sid main
+deb [trusted=yes] $mirror trixie main
+SRC
+  local opts=(-o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o "Dir::Etc::SourceList=$work/sources.list"
+    -o "Dir::Etc::SourceParts=-" -o "APT::Get::List-Cleanup=0" -o "Acquire::AllowInsecureRepositories=1")
+  apt-get "${opts[@]}" update -qq
+  (cd "$work/debs" && apt-get "${opts[@]}" download apptainer "libc6/trixie" >/dev/null)
+  rm -rf "$PREFIX" && mkdir -p "$PREFIX"
+  for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$PREFIX"; done
+  local loader=$PREFIX/usr/lib64/ld-linux-x86-64.so.2
+  [ -e "$loader" ] || loader=$PREFIX/lib64/ld-linux-x86-64.so.2
+  local libc_dir=$PREFIX/usr/lib/x86_64-linux-gnu
+  [ -e "$libc_dir/libc.so.6" ] || libc_dir=$PREFIX/lib/x86_64-linux-gnu
+  for binary in "$PREFIX/usr/bin/apptainer" $(find "$PREFIX/usr" -path '*/apptainer/bin/starter*' -type f); do
+    patchelf --set-interpreter "$loader" --force-rpath --set-rpath "$libc_dir:/lib/x86_64-linux-gnu" "$binary"
+  done
+  # The starter looks for its configuration one level off from where the package puts it.
+  mv "$PREFIX/etc" "$PREFIX/usr/etc"
+  ln -sfn ../etc "$PREFIX/usr/lib/etc"
+  mv "$PREFIX/var" "$PREFIX/usr/var"
+  ln -sfn ../var "$PREFIX/usr/lib/var"
+  ln -sfn apptainer "$PREFIX/usr/bin/singularity"
+  rm -rf "$work"
+  touch "$PREFIX/.installed"
+}
+
+configure() {
+  # This sandbox's bounding set lacks CAP_SYS_RESOURCE: root gets file capabilities only.
+  local conf=$PREFIX/usr/etc/apptainer/apptainer.conf
+  sed -i 's/^root default capabilities = .*/root default capabilities = file/' "$conf"
+  grep -q '^root default capabilities = file' "$conf"
+  # --fakeroot builds need a subordinate id range for root.
+  for file in /etc/subuid /etc/subgid; do
+    grep -q '^root:' "$file" 2>/dev/null || echo "root:100000:65536" >> "$file"
+  done
+  ln -sfn "$PREFIX/usr/bin/apptainer" /usr/local/bin/apptainer
+  ln -sfn "$PREFIX/usr/bin/apptainer" /usr/local/bin/singularity
+}
+
+build_base_image() {
+  # Debian 12 (the host's glibc), nothing else: the test containers bind the host's Python environment in.
+  [ -s "$BASE_IMAGE" ] && return
+  local rootfs
+  rootfs=$(mktemp -d)
+  debootstrap --variant=minbase bookworm "$rootfs" "$(debian_mirror)" >/dev/null
+  rm -rf "${rootfs:?}/dev" && mkdir "$rootfs/dev"
+  mkdir -p "$(dirname "$BASE_IMAGE")"
+  apptainer build --force "$BASE_IMAGE" "$rootfs" >/dev/null
+  rm -rf "$rootfs"
+}
+
+install_host_packages
+install_apptainer
+configure
+build_base_image
+apptainer --version
+apptainer exec "$BASE_IMAGE" /bin/true
+log "ready: $(command -v apptainer), base image $BASE_IMAGE"
