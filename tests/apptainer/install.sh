@@ -70,6 +70,10 @@ configure() {
   local conf=$PREFIX/usr/etc/apptainer/apptainer.conf
   sed -i 's/^root default capabilities = .*/root default capabilities = file/' "$conf"
   grep -q '^root default capabilities = file' "$conf"
+  # ...and then needs these explicitly: unpacking a base image chowns its files, a %post installs.
+  "$PREFIX/usr/bin/apptainer" capability add --user root \
+    CAP_CHOWN,CAP_DAC_OVERRIDE,CAP_FOWNER,CAP_FSETID,CAP_KILL,CAP_SETGID,CAP_SETUID,CAP_SETPCAP,CAP_NET_BIND_SERVICE,CAP_NET_RAW,CAP_SYS_CHROOT,CAP_MKNOD,CAP_AUDIT_WRITE,CAP_SETFCAP \
+    2>/dev/null
   # --fakeroot builds need a subordinate id range for root.
   for file in /etc/subuid /etc/subgid; do
     grep -q '^root:' "$file" 2>/dev/null || echo "root:100000:65536" >> "$file"
@@ -79,11 +83,15 @@ configure() {
 }
 
 build_base_image() {
-  # Debian 12 (the host's glibc), nothing else: the test containers bind the host's Python environment in.
+  # Debian 12 (the host's glibc) and the libraries Python needs: the test containers bind the host's
+  # Python environment in.
   [ -s "$BASE_IMAGE" ] && return
   local rootfs
   rootfs=$(mktemp -d)
-  debootstrap --variant=minbase bookworm "$rootfs" "$(debian_mirror)" >/dev/null
+  # The shared libraries a CPython build (pyenv's included) links against beyond minbase.
+  debootstrap --variant=minbase \
+    --include=libssl3,libffi8,libsqlite3-0,liblzma5,libbz2-1.0,zlib1g,libncursesw6,libreadline8,libuuid1,libgdbm6,ca-certificates,procps \
+    bookworm "$rootfs" "$(debian_mirror)" >/dev/null
   rm -rf "${rootfs:?}/dev" && mkdir "$rootfs/dev"
   mkdir -p "$(dirname "$BASE_IMAGE")"
   apptainer build --force "$BASE_IMAGE" "$rootfs" >/dev/null

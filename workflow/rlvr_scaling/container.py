@@ -1,6 +1,11 @@
-"""The site's container definition, rendered from containers/<template> with the site's pins."""
+"""The site's container: its definition (rendered from containers/<template> with the site's pins) and
+how the launcher runs commands inside it."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 from . import paths
 from .config import Study
@@ -16,3 +21,59 @@ def render_definition(study: Study) -> str:
         base_image=container["base_image"],
         verl_version=study.config["software"]["verl"],
     )
+
+
+def expand(template: str) -> str:
+    """Fill the placeholders of container.binds / container.python (checked by validate): where the
+    workflow's own Python lives, for a test image that binds the host's environment in."""
+    return template.format(python_prefix=sys.prefix, python_base_prefix=sys.base_prefix, repo=paths.REPO_ROOT)
+
+
+def image_path(study: Study, root: Path) -> Path:
+    return paths.results_dir(root) / "containers" / study.site_name / "verl.sif"
+
+
+def exec_prefix(study: Study, root: Path) -> list[str]:
+    """`singularity exec --bind ... IMAGE`, or nothing on a site without a container."""
+    container = study.site["container"]
+    if not container:
+        return []
+    binds = [expand(bind) for bind in container["binds"]]
+    # The results tree holds the data, the model and the run directory the run writes into.
+    binds.append(str(root.resolve()))
+    return ["singularity", "exec", "--bind", ",".join(dict.fromkeys(binds)), str(image_path(study, root).resolve())]
+
+
+def python_command(study: Study, root: Path) -> list[str]:
+    """The Python that runs verl and Ray: the container's on a container site, else this one."""
+    container = study.site["container"]
+    if not container:
+        return [sys.executable]
+    return [*exec_prefix(study, root), expand(container.get("python", "python3"))]
+
+
+def _login_shell_environment(commands: list[str], base: dict[str, str]) -> dict[str, str]:
+    result = subprocess.run(
+        ["bash", "-lc", " && ".join([*commands, "env -0"])], capture_output=True, env=base, timeout=120
+    )
+    if result.returncode != 0:
+        raise StudyError(
+            f"container.modules failed (exit {result.returncode}): {commands}\n"
+            f"{result.stderr.decode(errors='replace')[-2000:]}"
+        )
+    return dict(item.split("=", 1) for item in result.stdout.decode(errors="replace").split("\0") if "=" in item)
+
+
+def module_environment(study: Study, base: dict[str, str]) -> dict[str, str]:
+    """Variables the site's module commands set (LUMI: the AIF singularity bindings), applied to the
+    launcher's environment so that every `singularity exec` sees them. `module` needs a login shell;
+    what the login shell sets by itself is left out by comparing with one that runs no commands."""
+    commands = (study.site["container"] or {}).get("modules") or []
+    if not commands:
+        return {}
+    try:
+        before = _login_shell_environment([], base)
+        after = _login_shell_environment(commands, base)
+    except StudyError as exc:
+        raise StudyError(f"site '{study.site_name}' {exc}") from exc
+    return {key: value for key, value in after.items() if before.get(key) != value and not key.startswith("BASH_FUNC")}

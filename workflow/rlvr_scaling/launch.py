@@ -23,6 +23,7 @@ from typing import Any
 
 from . import paths
 from .config import Study
+from .container import exec_prefix, module_environment, python_command
 from .errors import StudyError
 from .metrics_file import read_metrics_jsonl, step_problems
 from .plan import Run
@@ -67,8 +68,7 @@ def render_command(study: Study, run: Run, root: Path) -> str:
     for key, value in sorted(run_environment(study).items()):
         lines.append(f"export {key}={shlex.quote(value)}")
     lines.append('export VERL_FILE_LOGGER_PATH="$PWD/metrics.jsonl"')
-    python = [*container_prefix(study, root), "python3"] if study.site["container"] else [sys.executable]
-    lines.append(f"exec {shlex.join(python)} -m verl.trainer.main_ppo \\")
+    lines.append(f"exec {shlex.join(python_command(study, root))} -m verl.trainer.main_ppo \\")
     lines += [f"  {shlex.quote(arg)} \\" for arg in args]
     lines.append(f'  "{LOGGER_ARG}=$VERL_FILE_LOGGER_PATH"')
     return "\n".join(lines) + "\n"
@@ -103,15 +103,6 @@ def check_inputs(study: Study, run: Run, root: Path) -> None:
         raise StudyError(f"model is missing: {model} (run the model stage first)")
 
 
-def container_prefix(study: Study, root: Path) -> list[str]:
-    container = study.site["container"]
-    if not container:
-        return []
-    image = paths.results_dir(root) / "containers" / study.site_name / "verl.sif"
-    binds = ",".join([*container["binds"], str(root)])
-    return ["singularity", "exec", "--bind", binds, str(image)]
-
-
 def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: dict[str, str], job: dict) -> Any:
     """The Slurm launcher: a Ray cluster over the job's nodes, then verl joins it via RAY_ADDRESS."""
     from .ray_cluster import RayCluster, local_node_ip
@@ -136,7 +127,7 @@ def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: di
         slurm_cpus_per_node=study.site["hardware"]["cpus_per_node"],
         # Fake nodes share one host's /dev/shm: keep the CPU engine's object stores small.
         object_store_bytes=2**30 if study.site["engine"] == "verl-cpu" else None,
-        container=container_prefix(study, root),
+        python=python_command(study, root),
         env=env,
         unset_environment=launch_site.get("unset_environment", []),
         log_dir=staging / "ray",
@@ -146,7 +137,7 @@ def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: di
     env.update(run_environment(study))
     for name in launch_site.get("unset_environment", []):
         env.pop(name, None)
-    job.update(node_list=nodes, ray_head=cluster.head_address, container=cluster.container[-1:] or None)
+    job.update(node_list=nodes, ray_head=cluster.head_address)
     env["RAY_ADDRESS"] = cluster.head_address
     # Ray 2.60 authenticates with a token: one per run, handed to every node through srun's
     # environment, never written into the run directory.
@@ -219,12 +210,15 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     command_file.chmod(0o755)
     token = uuid.uuid4().hex
     env = dict(os.environ, **{TOKEN_VAR: token})
+    env.update(module_environment(study, env))
+    container = exec_prefix(study, root)
     job: dict[str, Any] = {
         "run_id": run.run_id,
         "start": now(),
         "nodes": run.nodes,
         "workers": run.nodes * run.gpus_per_node,
         "launcher": study.site["launch"]["kind"],
+        "container": {"image": container[-1], "command": container} if container else None,
         "environment": run_environment(study),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         **host_facts(),

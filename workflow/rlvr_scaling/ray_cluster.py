@@ -43,7 +43,7 @@ class RayCluster:
     cpus_per_node: int
     slurm_cpus_per_node: int
     object_store_bytes: int | None
-    container: list[str]
+    python: list[str]
     env: dict[str, str]
     unset_environment: list[str]
     log_dir: Path
@@ -55,14 +55,14 @@ class RayCluster:
 
     def _ray_start(self, index: int) -> list[str]:
         node = self.nodes[index]
-        # Inside a container, its own ray; outside, the one beside this interpreter (no activated venv).
-        ray = "ray" if self.container else str(Path(sys.executable).with_name("ray"))
+        # The run's Python (inside the site's container when it has one) runs Ray's own CLI: no
+        # dependence on an activated environment or on PATH inside the image.
+        ray = [*self.python, "-m", "ray.scripts.scripts"]
         # srun gives each step Slurm's device variables again: drop the ones Ray must own.
         unset = [f"--unset={name}" for name in self.unset_environment]
         command = [
             *(["env", *unset] if unset else []),
-            *self.container,
-            ray,
+            *ray,
             "start",
             "--block",
             f"--num-gpus={self.gpus_per_node}",

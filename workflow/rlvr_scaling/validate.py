@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import string
 import warnings
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ import jsonschema
 import yaml
 
 from .errors import ConfigError
+
+# Placeholders a site may use in container.binds and container.python (expanded by the launcher).
+CONTAINER_PLACEHOLDERS = ("python_prefix", "python_base_prefix", "repo")
 
 
 @functools.lru_cache(maxsize=8)
@@ -99,6 +103,7 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
             scaling["strong_reference_nodes"],
             f"it must be one of scaling.strong_nodes {scaling['strong_nodes']}",
         )
+    _check_container(site)
     max_nodes = site["slurm"]["max_nodes"]
     for key in ("weak_nodes", "strong_nodes"):
         for nodes in scaling[key]:
@@ -135,4 +140,26 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
                 f"selection.{name} = {prompts} is not in the sweep grid {config['datasets'][name]['sweep']}; "
                 "using it as pinned",
                 stacklevel=2,
+            )
+
+
+def _check_container(site: dict[str, Any]) -> None:
+    container = site.get("container") or {}
+    templates = [("binds", bind) for bind in container.get("binds", [])]
+    if "python" in container:
+        templates.append(("python", container["python"]))
+    for key, template in templates:
+        try:
+            fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        except ValueError as exc:
+            raise ConfigError(
+                f"container.{key}", template, f"it must be a valid template ({exc})", f"site '{site['name']}'"
+            ) from exc
+        unknown = fields - set(CONTAINER_PLACEHOLDERS)
+        if unknown:
+            raise ConfigError(
+                f"container.{key}",
+                template,
+                f"its placeholders must be among {', '.join('{' + n + '}' for n in CONTAINER_PLACEHOLDERS)}",
+                f"site '{site['name']}'",
             )

@@ -1,0 +1,64 @@
+"""How the launcher runs inside a site's container: the command, the binds, the module environment."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+from rlvr_scaling.config import load_study
+from rlvr_scaling.container import exec_prefix, module_environment, python_command, render_definition
+from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.validate import check_semantics
+
+from .conftest import REPO
+
+
+def test_a_site_without_a_container_runs_this_python() -> None:
+    study = load_study(site="local")
+    assert exec_prefix(study, Path("/r")) == [] and python_command(study, Path("/r")) == [sys.executable]
+
+
+def test_lumi_runs_the_images_python_with_its_binds_and_the_results_tree(tmp_path: Path) -> None:
+    study = load_study(site="lumi")
+    command = python_command(study, tmp_path)
+    assert command[:2] == ["singularity", "exec"] and command[-1] == "python3"
+    binds = command[3].split(",")
+    assert "/pfs" in binds and "/appl" in binds and str(tmp_path.resolve()) in binds
+    assert command[4] == str(tmp_path.resolve() / "results" / "containers" / "lumi" / "verl.sif")
+    definition = render_definition(study)
+    assert "From: /appl/local/laifs/containers/lumi-multitorch-latest.sif" in definition
+    assert "verl[verl-core]==0.9.1" in definition
+
+
+def test_the_test_site_binds_this_python_environment_in(tmp_path: Path) -> None:
+    command = python_command(load_study(site="ci-apptainer"), tmp_path)
+    binds = command[3].split(",")
+    assert sys.prefix in binds and sys.base_prefix in binds and str(REPO) in binds
+    assert command[-1] == f"{sys.prefix}/bin/python3"
+
+
+def test_unknown_placeholders_in_binds_are_rejected_before_anything_runs() -> None:
+    study = load_study(site="ci-apptainer")
+    site = copy.deepcopy(study.site)
+    site["container"]["binds"] = ["{scratch}/data"]
+    with pytest.raises(ConfigError) as error:
+        check_semantics(study.config, site)
+    assert "container.binds" in str(error.value) and "{scratch}/data" in str(error.value)
+    assert "{python_prefix}" in str(error.value)
+
+
+def test_module_commands_set_the_launchers_environment() -> None:
+    study = load_study(site="ci-apptainer")
+    study.site["container"]["modules"] = ["export SINGULARITY_BIND=/opt/cray", "export RLVR_MODULE_TEST=loaded"]
+    added = module_environment(study, {"PATH": "/usr/bin:/bin", "HOME": "/root"})
+    assert added["SINGULARITY_BIND"] == "/opt/cray" and added["RLVR_MODULE_TEST"] == "loaded"
+    assert "PATH" not in added
+
+
+def test_a_failing_module_command_stops_the_launch_with_its_output() -> None:
+    study = load_study(site="ci-apptainer")
+    study.site["container"]["modules"] = ["module load no-such-module-anywhere"]
+    with pytest.raises(StudyError, match="container.modules failed"):
+        module_environment(study, {"PATH": "/usr/bin:/bin"})
