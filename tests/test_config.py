@@ -75,7 +75,7 @@ def test_pinned_selection_outside_the_grid_warns() -> None:
 
 
 def test_unknown_site_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="known sites: ci-slurm, local, lumi"):
+    with pytest.raises(ConfigError, match="known sites: ci-apptainer, ci-slurm, local, lumi"):
         load_study(site="nowhere")
 
 
