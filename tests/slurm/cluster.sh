@@ -156,7 +156,12 @@ stop() {
   pkill -x slurmdbd 2>/dev/null || true
   pkill -x mariadbd 2>/dev/null || true
   for _ in $(seq 1 50); do
-    pgrep -x 'slurmd|slurmctld|slurmdbd|mariadbd' >/dev/null || break
+    # One name per pgrep: it matches at most 15 characters of a process name.
+    running=0
+    for daemon in slurmd slurmctld slurmdbd mariadbd; do
+      pgrep -x "$daemon" >/dev/null && running=1
+    done
+    [ "$running" = 1 ] || break
     sleep 0.2
   done
   log "stopped"
