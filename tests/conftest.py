@@ -40,3 +40,16 @@ def workdir(tmp_path: Path) -> Path:
     for name in ("Snakefile", "rules", "config", "profiles", "report"):
         (tmp_path / name).symlink_to(REPO / name)
     return tmp_path
+
+
+# The account tests submit under on the test cluster (tests/slurm/cluster.sh creates it).
+SLURM_TEST_ACCOUNT = os.environ.get("RLVR_SLURM_TEST_ACCOUNT", "rlvr-test")
+
+
+@pytest.fixture
+def slurm_workdir(workdir: Path) -> Path:
+    """A workdir that also sees the LUMI profile and the Slurm test profile layered on it."""
+    (workdir / "lumi").symlink_to(REPO / "lumi")
+    (workdir / "tests").mkdir()
+    (workdir / "tests" / "slurm").symlink_to(REPO / "tests" / "slurm")
+    return workdir

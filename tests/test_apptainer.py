@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, SLURM_TEST_ACCOUNT
 from .test_local_study import check_run_directory
 from .workflow_helpers import SNAKEMAKE, run_processes, token_processes
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slurm, pytest.mark.slow]
-ACCOUNT = os.environ.get("RLVR_SLURM_TEST_ACCOUNT", "rlvr-test")
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile", "--profile", "tests/apptainer/profile")
 TWO_NODES = (
     "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n  algorithm.steps: 3\n"
@@ -26,12 +25,9 @@ TWO_NODES = (
 
 
 @pytest.fixture
-def apptainer_workdir(workdir: Path) -> Path:
-    (workdir / "lumi").symlink_to(REPO / "lumi")
-    (workdir / "tests").mkdir()
-    for name in ("slurm", "apptainer"):
-        (workdir / "tests" / name).symlink_to(REPO / "tests" / name)
-    return workdir
+def apptainer_workdir(slurm_workdir: Path) -> Path:
+    (slurm_workdir / "tests" / "apptainer").symlink_to(REPO / "tests" / "apptainer")
+    return slurm_workdir
 
 
 def in_container(pid: int) -> bool:
@@ -60,7 +56,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "RLVR_SLURM_ACCOUNT": ACCOUNT},
+        env={**os.environ, "RLVR_SLURM_ACCOUNT": SLURM_TEST_ACCOUNT},
     )
     seen: dict[int, tuple[str, bool]] = {}  # every process of the run: its command, inside the image?
     deadline = time.monotonic() + 1500

@@ -12,20 +12,12 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.metrics_file import read_metrics_jsonl
 
-from .conftest import REPO
+from .conftest import SLURM_TEST_ACCOUNT
 from .workflow_helpers import SNAKEMAKE, run_processes, snakemake
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-ACCOUNT = os.environ.get("RLVR_SLURM_TEST_ACCOUNT", "rlvr-test")
+ACCOUNT = SLURM_TEST_ACCOUNT
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile")
-
-
-@pytest.fixture
-def slurm_workdir(workdir: Path) -> Path:
-    (workdir / "lumi").symlink_to(REPO / "lumi")
-    (workdir / "tests").mkdir()
-    (workdir / "tests" / "slurm").symlink_to(REPO / "tests" / "slurm")
-    return workdir
 
 
 def study_file(tmp_path: Path, text: str) -> str:

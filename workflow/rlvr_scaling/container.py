@@ -10,6 +10,7 @@ from pathlib import Path
 from . import paths
 from .config import Study
 from .errors import StudyError
+from .validate import CONTAINER_PLACEHOLDERS
 
 
 def render_definition(study: Study) -> str:
@@ -26,7 +27,8 @@ def render_definition(study: Study) -> str:
 def expand(template: str) -> str:
     """Fill the placeholders of container.binds / container.python (checked by validate): where the
     workflow's own Python lives, for a test image that binds the host's environment in."""
-    return template.format(python_prefix=sys.prefix, python_base_prefix=sys.base_prefix, repo=paths.REPO_ROOT)
+    values = (sys.prefix, sys.base_prefix, str(paths.REPO_ROOT))
+    return template.format(**dict(zip(CONTAINER_PLACEHOLDERS, values, strict=True)))
 
 
 def image_path(study: Study, root: Path) -> Path:

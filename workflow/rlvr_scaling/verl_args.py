@@ -126,7 +126,5 @@ def build_verl_args(
             args += [
                 f"+ray_kwargs.ray_init.num_cpus={CPU_ENGINE_RAY_CPUS}",
                 f"+ray_kwargs.ray_init.num_gpus={nodes * gpus}",
-                # Each Ray process costs tens of MiB; on a laptop-sized machine memory is the limit.
-                "+ray_kwargs.ray_init.include_dashboard=False",
             ]
     return args
