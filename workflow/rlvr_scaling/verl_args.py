@@ -31,6 +31,12 @@ CPU_ENGINE_ENV = {
     # Ray prestarts idle Python workers that verl never uses (about 45 MiB each).
     "RAY_enable_worker_prestart": "0",
     "RAY_prestart_worker_first_driver": "0",
+    # TransferQueue sets torch to 8 threads around every put and get, warns ~150 times a step that
+    # 2 cores cannot give 8, and makes those threads compete with the run's other processes: one
+    # thread, as OMP_NUM_THREADS gives every other process of a local run.
+    "TQ_NUM_THREADS": "1",
+    # As `ray start --disable-usage-stats` on Slurm sites: no usage reports from a private instance.
+    "RAY_USAGE_STATS_ENABLED": "0",
 }
 
 
