@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-WORKFLOW = ("Snakefile", "rules", "config", "profiles", "report")
+from rlvr_scaling.paths import link_workflow, results_dir
+
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
 def timed(command: list[str], cwd: Path) -> float:
@@ -36,13 +36,11 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
-        for name in WORKFLOW:
-            (workdir / name).symlink_to(ROOT / name)
+        workdir = link_workflow(Path(tmp))
         study_s = timed([SNAKEMAKE, "--cores", str(args.cores)], workdir)
         report_s = timed([SNAKEMAKE, "--cores", str(args.cores), "--report", "results/report/report.html"], workdir)
         runs = sorted(
-            (json.loads(job.read_text()) for job in (workdir / "results" / "runs").glob("*/job.json")),
+            (json.loads(job.read_text()) for job in (results_dir(workdir) / "runs").glob("*/job.json")),
             key=lambda job: job["start"],
         )
     in_runs = sum(job["seconds"] for job in runs)

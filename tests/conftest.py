@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.paths import link_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -37,9 +38,7 @@ def _missing_required_tool(request: pytest.FixtureRequest) -> None:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A working directory that sees the repository's workflow but keeps its own results/."""
-    for name in ("Snakefile", "rules", "config", "profiles", "report"):
-        (tmp_path / name).symlink_to(REPO / name)
-    return tmp_path
+    return link_workflow(tmp_path)
 
 
 # The account tests submit under on the test cluster (tests/slurm/cluster.sh creates it).

@@ -13,6 +13,15 @@ SITES_DIR = CONFIG_DIR / "sites"
 DEFAULT_CONFIG = CONFIG_DIR / "config.yaml"
 CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
 SITE_SCHEMA = SCHEMA_DIR / "site.schema.yaml"
+# What a working directory must see of the repository to run the workflow with its own results/
+# (tests and benchmarks link these into a temporary directory).
+WORKFLOW_PARTS = ("Snakefile", "rules", "config", "profiles", "report")
+
+
+def link_workflow(workdir: Path) -> Path:
+    for name in WORKFLOW_PARTS:
+        (workdir / name).symlink_to(REPO_ROOT / name)
+    return workdir
 
 
 def results_dir(root: Path) -> Path:
