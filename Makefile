@@ -27,8 +27,9 @@ demo: $(STAMP)
 	@echo "  runs:    results/runs/<run_id>/ (spec.json, command.sh, metrics.jsonl, console.log, job.json)"
 	@echo "  bundle:  $$(ls results/bundle/*.tar.gz)"
 
+# Two workers: the local-engine tests and the Slurm cluster's tests run side by side (xdist groups).
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check workflow tests benchmarks

@@ -1,10 +1,13 @@
-"""Shared fixtures; tests that need Slurm or Apptainer skip without them unless CI requires them."""
+"""Shared fixtures; tests that need Slurm, Apptainer or verl skip without them unless CI requires them."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,27 +15,66 @@ from rlvr_scaling.paths import link_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+
+
+def _verl_installed() -> bool:
+    # A namespace package (origin None) is what an empty or hidden directory looks like: not verl.
+    spec = importlib.util.find_spec("verl")
+    return spec is not None and spec.origin is not None
+
+
+@dataclass(frozen=True)
+class Requirement:
+    variable: str  # =1 turns a missing tool into a failure (CI sets it)
+    present: Callable[[], bool]
+    missing: str
+
+
 REQUIREMENTS = {
-    "slurm": ("RLVR_REQUIRE_SLURM", "sbatch", "no Slurm cluster here (sbatch not found)"),
-    "apptainer": ("RLVR_REQUIRE_APPTAINER", "apptainer", "no Apptainer here (apptainer not found)"),
+    "slurm": Requirement("RLVR_REQUIRE_SLURM", lambda: shutil.which("sbatch") is not None, "sbatch not found"),
+    "apptainer": Requirement(
+        "RLVR_REQUIRE_APPTAINER", lambda: shutil.which("apptainer") is not None, "apptainer not found"
+    ),
+    # `slow` tests run the real verl trainer on CPU.
+    "slow": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
+    "verl": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
 }
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture: a missing tool skips the test, or fails it in one line where it is required.
+
+    A hook, not a fixture added at collection: pytest ignores `usefixtures` markers added there.
+    """
+    if item.nodeid in item.config.stash.get(_UNGROUPED, set()):
+        pytest.fail(
+            f"pytest-xdist's --dist loadgroup is not in effect with pytest {pytest.__version__}: this test's "
+            "group would run beside others; install the pytest pinned in envs/local.txt",
+            pytrace=False,
+        )
+    missing = {
+        r for marker, r in REQUIREMENTS.items() if item.get_closest_marker(marker) is not None and not r.present()
+    }
+    required = sorted(f"{r.variable}=1 but {r.missing}" for r in missing if os.environ.get(r.variable) == "1")
+    if required:
+        pytest.fail("; ".join(required), pytrace=False)
+    if missing:
+        pytest.skip("; ".join(sorted(f"{r.missing} (set {r.variable}=1 to make this a failure)" for r in missing)))
+
+
+_UNGROUPED = pytest.StashKey[set[str]]()
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        for marker, (variable, binary, reason) in REQUIREMENTS.items():
-            if marker in item.keywords and shutil.which(binary) is None:
-                if os.environ.get(variable) == "1":
-                    # A required tool that is missing is a failure, not a skip.
-                    item.add_marker(pytest.mark.usefixtures("_missing_required_tool"))
-                else:
-                    item.add_marker(pytest.mark.skip(reason=f"{reason}; set {variable}=1 to make this a failure"))
-
-
-@pytest.fixture
-def _missing_required_tool(request: pytest.FixtureRequest) -> None:
-    missing = [f"{var}=1 but {reason}" for m, (var, _, reason) in REQUIREMENTS.items() if m in request.keywords]
-    pytest.fail("; ".join(missing))
+    """Under `--dist loadgroup` each xdist_group must reach one worker (the Slurm tests share one cluster
+    queue). xdist marks the group in the test id; an id without it means the groups are off, and those
+    tests fail at setup (below) rather than run side by side."""
+    if getattr(config.option, "loadgroup", False):
+        config.stash[_UNGROUPED] = {i.nodeid for i in items if i.get_closest_marker("xdist_group")} - {
+            i.nodeid for i in items if "@" in i.nodeid
+        }
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import pytest
 
 from .conftest import REPO, SLURM_TEST_ACCOUNT
 from .test_local_study import check_run_directory
-from .workflow_helpers import SNAKEMAKE, run_processes, token_processes
+from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, token_processes
 
-pytestmark = [pytest.mark.apptainer, pytest.mark.slurm, pytest.mark.slow]
+pytestmark = [pytest.mark.apptainer, pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm-cluster")]
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile", "--profile", "tests/apptainer/profile")
 TWO_NODES = (
     "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n  algorithm.steps: 3\n"
@@ -90,4 +90,4 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert len(workers) >= 2, sorted(c for c, _ in seen.values())
     engine = [(c, inside) for c, inside in seen.values() if engine_process(c)]
     assert [c[:100] for c, inside in engine if not inside] == []
-    assert run_processes() == []
+    assert_no_run_processes()

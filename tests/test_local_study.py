@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import os
 import signal
+import statistics
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
+from matplotlib import image
+from rlvr_scaling.console_log import read_console
 from rlvr_scaling.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
+from rlvr_scaling.paths import link_workflow
 
 from .conftest import REPO
-from .workflow_helpers import SNAKEMAKE, run_processes, snakemake, token_processes
+from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes
 
-pytestmark = pytest.mark.slow
+# One test worker runs these in order: the shared study comes first, the test that changes it last.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("local-engine")]
 REDUCED = str(REPO / "tests" / "data" / "reduced.yaml")
+STEPS = 6  # algorithm.steps in tests/data/reduced.yaml
+WARMUP = 1
 RUN_FILES = ("spec.json", "command.sh", "metrics.jsonl", "console.log", "job.json")
 
 
@@ -38,32 +47,143 @@ def check_run_directory(run_dir: Path, steps: int) -> None:
     spec = json.loads((run_dir / "spec.json").read_text())
     assert spec["run"]["run_id"] == run_dir.name
 
+    # The console reader (the fallback for runs without the file logger) reads the same numbers from
+    # this run's real console output as the file logger wrote.
+    console_steps, _ = read_console((run_dir / "console.log").read_text(errors="replace"))
+    assert [s["step"] for s in console_steps] == [r["step"] for r in records]
+    for from_console, from_file in zip(console_steps, records, strict=True):
+        for key in REQUIRED_STEP_KEYS:
+            assert math.isclose(from_console[key], from_file[key], rel_tol=1e-6), (run_dir.name, key)
 
-def test_reduced_local_study_end_to_end(workdir: Path) -> None:
+    # verl's own throughput is the pipeline's: tokens / step time / GPUs of the run.
+    gpus = spec["run"]["nodes"] * spec["run"]["gpus_per_node"]
+    for record in records:
+        ours = record["perf/total_num_tokens"] / record["timing_s/step"] / gpus
+        assert math.isclose(record["perf/throughput"], ours, rel_tol=1e-3), (run_dir.name, record["step"])
+
+
+def measured_throughput(run_dir: Path) -> list[float]:
+    """Throughput per GPU of the measured steps, straight from the run's metrics (not the pipeline's code)."""
+    spec = json.loads((run_dir / "spec.json").read_text())
+    gpus = spec["run"]["nodes"] * spec["run"]["gpus_per_node"]
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    return [
+        r["data"]["perf/total_num_tokens"] / r["data"]["timing_s/step"] / gpus for r in records if r["step"] > WARMUP
+    ]
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path) as handle:
+        return list(csv.DictReader(handle))
+
+
+def check_image(path: Path) -> None:
+    pixels = image.imread(path)
+    assert pixels.ndim == 3 and pixels.shape[0] > 200 and pixels.shape[1] > 200, (path.name, pixels.shape)
+    assert float(pixels.std()) > 0.01, f"{path.name} is blank"
+
+
+@pytest.fixture(scope="module")
+def local_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One local study shared by the tests below (each run starts verl, ~80 s): tests/data/reduced.yaml."""
+    workdir = link_workflow(tmp_path_factory.mktemp("local-study"))
     snakemake(workdir, "--cores", "2", "--configfile", REDUCED)
-    runs = sorted(p for p in (workdir / "results" / "runs").iterdir())
-    # sweep point = weak 1 node; weak 2 nodes = strong reference; strong 1 node
-    assert len(runs) == 3
-    for run_dir in runs:
-        check_run_directory(run_dir, steps=3)
-    two_node = next(r for r in runs if "-n2-" in r.name)
-    assert json.loads((two_node / "job.json").read_text())["workers"] == 2
-    assert run_processes() == []
+    return workdir
 
+
+def test_reduced_local_study_end_to_end(local_study: Path) -> None:
+    workdir = local_study
     results = workdir / "results"
+    runs = {p.name: p for p in (results / "runs").iterdir()}
     selection = json.loads((results / "selection" / "gsm8k.json").read_text())
-    assert selection["selected"]["prompts"] == 2
-    with open(results / "tables" / "weak_scaling.csv") as handle:
-        weak = list(csv.DictReader(handle))
-    assert [int(r["nodes"]) for r in weak] == [1, 2] and float(weak[0]["efficiency"]) == 1.0
-    with open(results / "tables" / "strong_scaling.csv") as handle:
-        strong = list(csv.DictReader(handle))
-    assert [float(r["speedup"]) for r in strong if r["nodes"] == "2"] == [1.0]
-    for name in ("figure1_step_phases", "figure2_weak_efficiency", "figure4_strong_speedup"):
-        assert (results / "figures" / f"{name}.png").stat().st_size > 1000
+    chosen = selection["selected"]["prompts"]
+    assert chosen in (2, 4)
+    # sweep n1 p2 and n1 p4; weak n2 = strong reference n2; strong n1 (a sweep point when p2 is chosen)
+    expected = {"gsm8k-n1-p2-", "gsm8k-n1-p4-", f"gsm8k-n2-p{2 * chosen}-", f"gsm8k-n1-p{2 * chosen}-"}
+    assert {name[: name.index("-", 9) + 1] for name in runs} == expected, sorted(runs)
+    for run_dir in runs.values():
+        check_run_directory(run_dir, steps=STEPS)
+    two_node = next(r for name, r in runs.items() if "-n2-" in name)
+    assert json.loads((two_node / "job.json").read_text())["workers"] == 2
+    assert_no_run_processes()
+
+    # Tables against numbers computed here from the runs' own metrics.
+    def run_of(series: str, nodes: int, prompts: int) -> Path:
+        # By what the run is, from its own spec: a strong and a sweep run can share nodes and prompts.
+        found = [
+            r
+            for r in runs.values()
+            if (lambda run: series in run["series"] and (run["nodes"], run["prompts"]) == (nodes, prompts))(
+                json.loads((r / "spec.json").read_text())["run"]
+            )
+        ]
+        assert len(found) == 1, (series, nodes, prompts, found)
+        return found[0]
+
+    weak = read_csv(results / "tables" / "weak_scaling.csv")
+    assert [int(r["nodes"]) for r in weak] == [1, 2]
+    # the one-node weak run is the selected sweep point (its spec was written before the selection)
+    thr = {n: measured_throughput(run_of("sweep" if n == 1 else "weak", n, chosen * n)) for n in (1, 2)}
+    for row in weak:
+        nodes = int(row["nodes"])
+        assert len(thr[nodes]) == STEPS - WARMUP
+        assert float(row["throughput_per_gpu"]) == pytest.approx(statistics.mean(thr[nodes]), rel=1e-9)
+        assert float(row["throughput_per_gpu_std"]) == pytest.approx(statistics.stdev(thr[nodes]), rel=1e-9)
+        efficiency = statistics.mean(thr[nodes]) / statistics.mean(thr[1])
+        assert float(row["efficiency"]) == pytest.approx(efficiency, rel=1e-9)
+        low, high = float(row["throughput_per_gpu_ci_low"]), float(row["throughput_per_gpu_ci_high"])
+        assert low < float(row["throughput_per_gpu"]) < high
+    strong = read_csv(results / "tables" / "strong_scaling.csv")
+    assert [int(r["nodes"]) for r in strong] == [1, 2]
+    times = {}
+    for row in strong:  # the strong runs are named by the table; their series and sizes are checked here
+        spec = json.loads((runs[row["run_id"]] / "spec.json").read_text())["run"]
+        assert "strong" in spec["series"] and spec["prompts"] == 2 * chosen and spec["nodes"] == int(row["nodes"])
+        records = [json.loads(x) for x in (runs[row["run_id"]] / "metrics.jsonl").read_text().splitlines()]
+        times[spec["nodes"]] = [r["data"]["timing_s/step"] for r in records if r["step"] > WARMUP]
+    for row in strong:
+        nodes = int(row["nodes"])
+        speedup = statistics.mean(times[2]) / statistics.mean(times[nodes])
+        assert float(row["step_time_s"]) == pytest.approx(statistics.mean(times[nodes]), rel=1e-9)
+        assert float(row["speedup"]) == pytest.approx(speedup, rel=1e-9)
+        assert float(row["ideal_speedup"]) == nodes / 2
+        assert float(row["efficiency"]) == pytest.approx(speedup / (nodes / 2), rel=1e-9)
+        assert float(row["step_time_ci_low_s"]) < float(row["step_time_s"]) < float(row["step_time_ci_high_s"])
+    sweep = read_csv(results / "tables" / "sweep.csv")
+    assert {int(r["prompts"]): r["selected"] == "True" for r in sweep} == {2: chosen == 2, 4: chosen == 4}
+    for row in sweep:
+        own = measured_throughput(run_of("sweep", 1, int(row["prompts"])))
+        assert float(row["throughput_per_gpu"]) == pytest.approx(statistics.mean(own), rel=1e-9)
+
+    # Every figure the captions name exists as a readable PNG and a PDF.
+    captions = json.loads((results / "figures" / "captions.json").read_text())
+    assert len(captions) == 6, sorted(captions)
+    for name in captions:
+        check_image(results / "figures" / f"{name}.png")
+        assert (results / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
+
+    # The report holds every table and every figure with its caption, and the selection's reason.
     report = (results / "report" / "study.md").read_text()
-    assert "weak_scaling" in report.lower() or "Weak scaling" in report
-    assert list((results / "bundle").glob("*.tar.gz"))
+    for table in (results / "tables").glob("*.md"):
+        assert table.read_text() in report, table.name
+    for name, caption in captions.items():
+        assert f"{name}.png)" in report and caption in report, name
+    assert selection["reason"] in report
+
+    # The bundle holds what its manifest lists, byte for byte, and every run's record.
+    bundle = next((results / "bundle").glob("*.tar.gz"))
+    with tarfile.open(bundle) as archive:
+        members = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+    manifest = json.loads(members.pop("MANIFEST.json"))
+    assert "study-config.json" in members
+    for name, digest in manifest.items():
+        assert hashlib.sha256(members[name]).hexdigest() == digest, name
+    for run_id in runs:
+        for name in ("spec.json", "command.sh", "job.json", "metrics.jsonl"):
+            assert f"results/runs/{run_id}/{name}" in manifest, (run_id, name)
+        assert f"results/summaries/{run_id}.json" in manifest
+    assert {f"results/tables/{t.name}" for t in (results / "tables").iterdir()} <= set(manifest)
 
     # The Snakemake HTML report carries every table and figure.
     snakemake(workdir, "--cores", "2", "--configfile", REDUCED, "--report", "report.html")
@@ -73,7 +193,7 @@ def test_reduced_local_study_end_to_end(workdir: Path) -> None:
 
     # Nothing is redone when nothing changed; a redone run brings only what depends on it.
     assert "Nothing to be done" in snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED).stdout
-    redo = f"results/runs/{runs[-1].name}"
+    redo = f"results/runs/{run_of('weak', 2, 2 * chosen).name}"
     plan = snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED, "--forcerun", redo).stdout
     assert plan.count("rule run:") == 1 and redo in plan
     assert "rule selection" not in plan
@@ -101,6 +221,11 @@ def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp
     deadline = time.monotonic() + 900
     killed = []
     while time.monotonic() < deadline and not killed:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"snakemake exited ({process.returncode}) before its run reached step 2:\n"
+                f"{process.stdout.read()[-3000:]}"
+            )
         logs = list(runs.glob(".staging-*/console.log")) if runs.exists() else []
         if logs and "step:2 " in logs[0].read_text(errors="replace"):
             killed = _worker_pids()
@@ -117,26 +242,18 @@ def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp
     assert job["status"] == "failed" and job["exit_status"] != 0
     assert (failed[0] / "console.log").stat().st_size > 0
     assert not runs.exists() or not any(runs.iterdir()), "a failed run must leave nothing under results/runs"
-    assert run_processes() == []
+    assert_no_run_processes()
     plan = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(single)).stdout
     assert plan.count("rule run:") == 1
 
 
-def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scaling_runs(
-    workdir: Path, tmp_path: Path
-) -> None:
-    study = tmp_path / "sweep.yaml"
-    study.write_text(
-        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2, 4]\n  algorithm.steps: 3\n"
-        "  scaling.weak_nodes: [1, 2]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
-    )
-    snakemake(workdir, "--cores", "2", "--configfile", str(study))
+def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scaling_runs(local_study: Path) -> None:
+    # Runs after the end-to-end test on the same study (it changes a summary).
+    workdir = local_study
     results = workdir / "results"
     runs_before = {p.name: (p / "job.json").stat().st_mtime_ns for p in (results / "runs").iterdir()}
-    assert len(runs_before) == 3  # two sweep points (one is also weak n1 and strong n1), weak n2
     selection = json.loads((results / "selection" / "gsm8k.json").read_text())
     first = selection["selected"]["prompts"]
-    assert f"gsm8k-n2-p{2 * first}-" in " ".join(runs_before)
     other = next(p for p in selection["points"] if p["prompts"] != first)
     assert other["eligible"], other
 
@@ -146,17 +263,24 @@ def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scali
     summary["summary"]["throughput_per_gpu"]["mean"] = 10 * selection["selected"]["throughput_per_gpu"]
     summary_path.write_text(json.dumps(summary))
 
-    rerun = snakemake(workdir, "--cores", "2", "--configfile", str(study))
+    rerun = snakemake(workdir, "--cores", "2", "--configfile", REDUCED)
     log = rerun.stdout + rerun.stderr
     assert json.loads((results / "selection" / "gsm8k.json").read_text())["selected"]["prompts"] == other["prompts"]
-    assert log.count("rule run:") == 1, log[-3000:]
+    # New: the new workload's 2-node weak run (also the strong reference) and its 1-node strong run (never
+    # a sweep point: it keeps the reference's concurrency per engine). Nothing else runs.
     runs_after = {p.name: p for p in (results / "runs").iterdir()}
     new = sorted(set(runs_after) - set(runs_before))
-    assert len(new) == 1 and new[0].startswith(f"gsm8k-n2-p{2 * other['prompts']}-"), new
-    check_run_directory(runs_after[new[0]], steps=3)
-    for name, mtime in runs_before.items():  # the sweep runs and the old weak run are kept untouched
+    assert log.count("rule run:") == 2, log[-3000:]
+    shapes = set()
+    for name in new:
+        spec = json.loads((runs_after[name] / "spec.json").read_text())["run"]
+        shapes.add((spec["nodes"], spec["prompts"], tuple(sorted(spec["series"]))))
+    assert shapes == {(2, 2 * other["prompts"], ("strong", "weak")), (1, 2 * other["prompts"], ("strong",))}, shapes
+    for name in new:
+        check_run_directory(runs_after[name], steps=STEPS)
+    for name, mtime in runs_before.items():  # the earlier runs are kept untouched
         assert (results / "runs" / name / "job.json").stat().st_mtime_ns == mtime, name
-    with open(results / "tables" / "weak_scaling.csv") as handle:
-        weak_runs = {row["run_id"] for row in csv.DictReader(handle)}
-    assert weak_runs == {other["run_id"], new[0]}, weak_runs
-    assert run_processes() == []
+    weak_runs = {row["run_id"] for row in read_csv(results / "tables" / "weak_scaling.csv")}
+    n2 = next(n for n in runs_after if n.startswith(f"gsm8k-n2-p{2 * other['prompts']}-"))
+    assert weak_runs == {other["run_id"], n2}, weak_runs
+    assert_no_run_processes()

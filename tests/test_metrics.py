@@ -111,9 +111,11 @@ def test_statistics() -> None:
     assert mean([1.0, 2.0, 3.0]) == 2.0
     assert sample_std([1.0, 2.0, 3.0]) == pytest.approx(1.0)
     assert math.isnan(sample_std([1.0]))
-    low, high = bootstrap_ci([[10.0, 11.0, 9.0, 10.5, 9.5, 10.2]])
-    assert 9.0 <= low <= 10.2 <= high <= 11.0
+    series = [10.0, 11.0, 9.0, 10.5, 9.5, 10.2, 9.8, 10.1, 10.4, 9.6, 10.0, 10.3, 9.7, 10.2, 9.9, 10.1]
+    low, high = bootstrap_ci([series])
+    assert low < mean(series) < high and high - low < 2.0
     assert bootstrap_ci([[1.0, 2.0, 3.0, 4.0]]) == bootstrap_ci([[1.0, 2.0, 3.0, 4.0]])
+    assert all(math.isnan(v) for v in bootstrap_ci([[1.0, 2.0]]))  # one block: no interval
     # a constant series has a degenerate interval; a ratio of equal series is 1
     assert bootstrap_ci([[5.0] * 10]) == (5.0, 5.0)
     assert bootstrap_ci([[2.0] * 5, [2.0] * 7], row_mean_ratio) == (1.0, 1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -13,9 +14,10 @@ import pytest
 from rlvr_scaling.metrics_file import read_metrics_jsonl
 
 from .conftest import SLURM_TEST_ACCOUNT
-from .workflow_helpers import SNAKEMAKE, run_processes, snakemake
+from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# One test worker owns the Slurm cluster (the tests count its queue): see workflow_helpers.
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm-cluster")]
 ACCOUNT = SLURM_TEST_ACCOUNT
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile")
 
@@ -30,21 +32,39 @@ def squeue(*args: str) -> str:
     return subprocess.run(["squeue", "-h", *args], capture_output=True, text=True, check=True).stdout
 
 
-def our_jobs_gone() -> None:
-    deadline = time.monotonic() + 60
-    while squeue("-u", "root").strip() and time.monotonic() < deadline:
+def our_jobs_gone(timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while (left := squeue("-u", "root").strip()) and time.monotonic() < deadline:
         time.sleep(1)
+    assert not left, f"Slurm jobs still queued or running {timeout:.0f} s later:\n{left}"
+
+
+def slurm_now() -> str:
+    """A start time for sacct -S, in the cluster's own clock (second resolution)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def jobs_since(start: str) -> list[str]:
+    """Every job any user submitted since start, as accounting (slurmdbd) recorded it."""
+    return subprocess.run(
+        ["sacct", "-a", "-n", "-X", "-P", "-S", start, "-o", "JobID,JobName,Account,State"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
 
 
 def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Path, tmp_path: Path) -> None:
     config = study_file(
         tmp_path,
-        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 3\n",
+        # sweep point = weak n1, weak n2 = strong n2: two runs, one across two Slurm nodes
+        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 3\n"
+        "  scaling.strong_nodes: [2]\n",
     )
     env = {"RLVR_SLURM_ACCOUNT": ACCOUNT}
     snakemake(slurm_workdir, *PROFILES, "--configfile", config, env=env, timeout=1500)
     runs = sorted((slurm_workdir / "results" / "runs").iterdir())
-    assert len(runs) == 3
+    assert len(runs) == 2
     for run_dir in runs:
         job = json.loads((run_dir / "job.json").read_text())
         assert job["status"] == "succeeded" and job["slurm_job_id"]
@@ -60,25 +80,28 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
         ["sacct", "-n", "-X", "-j", job["slurm_job_id"], "-o", "NNodes,State"], capture_output=True, text=True
     ).stdout.split()
     assert accounting[:2] == ["2", "COMPLETED"]
-    assert run_processes() == []
+    assert_no_run_processes()
 
 
-def test_unknown_account_is_a_clear_error_and_nothing_is_submitted(slurm_workdir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("account", "message"),
+    [("no-such-account", "no-such-account"), ("", "needs a Slurm project account")],
+    ids=["unknown-account", "no-account"],
+)
+def test_a_bad_account_is_a_clear_error_and_nothing_is_submitted(
+    slurm_workdir: Path, tmp_path: Path, account: str, message: str
+) -> None:
     config = study_file(tmp_path, "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n")
-    before = squeue("-u", "root")
-    result = snakemake(
-        slurm_workdir,
-        *PROFILES,
-        "--configfile",
-        config,
-        env={"RLVR_SLURM_ACCOUNT": "no-such-account"},
-        check=False,
-        timeout=600,
-    )
+    time.sleep(1)  # sacct -S has one-second resolution: no job of an earlier test may fall inside
+    start = slurm_now()
+    env = {"RLVR_SLURM_ACCOUNT": account, "SLURM_ACCOUNT": "", "SBATCH_ACCOUNT": ""}
+    # A real invocation, not a dry run: only the cluster itself can say that nothing was submitted.
+    result = snakemake(slurm_workdir, *PROFILES, "--configfile", config, env=env, check=False, timeout=600)
     assert result.returncode != 0
-    assert "no-such-account" in result.stdout + result.stderr
+    assert message in result.stdout + result.stderr
     assert not (slurm_workdir / "results" / "runs").exists()
-    assert squeue("-u", "root") == before
+    assert squeue("-u", "root").strip() == ""
+    assert jobs_since(start) == []
 
 
 def _start(slurm_workdir: Path, config: str, *extra: str) -> subprocess.Popen:
@@ -92,15 +115,20 @@ def _start(slurm_workdir: Path, config: str, *extra: str) -> subprocess.Popen:
     )
 
 
-def _wait_for_step(slurm_workdir: Path, step: int, timeout: float = 900) -> None:
+def _wait_for_step(slurm_workdir: Path, process: subprocess.Popen, step: int, timeout: float = 900) -> None:
     runs = slurm_workdir / "results" / "runs"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         logs = list(runs.glob(".staging-*/console.log")) if runs.exists() else []
         if logs and f"step:{step} " in logs[0].read_text(errors="replace"):
             return
+        if process.poll() is not None:
+            raise AssertionError(
+                f"snakemake exited ({process.returncode}) before a run reached step {step}:\n"
+                f"{process.stdout.read()[-3000:]}"
+            )
         time.sleep(1)
-    raise AssertionError(f"no run reached step {step}")
+    raise AssertionError(f"no run reached step {step} in {timeout:.0f} s")
 
 
 LONG_RUN = (
@@ -112,7 +140,7 @@ LONG_RUN = (
 def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir: Path, tmp_path: Path) -> None:
     config = study_file(tmp_path, LONG_RUN)
     process = _start(slurm_workdir, config)
-    _wait_for_step(slurm_workdir, 2)
+    _wait_for_step(slurm_workdir, process, 2)
     job_ids = squeue("-u", "root", "-o", "%i").split()
     assert len(job_ids) == 1
     subprocess.run(["scancel", job_ids[0]], check=True)
@@ -124,13 +152,15 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     assert job["status"] in ("terminated", "failed") and job["slurm_job_id"] == job_ids[0]
     assert (failed[0] / "console.log").stat().st_size > 0
     our_jobs_gone()
-    assert run_processes() == []
+    assert_no_run_processes()
     plan = snakemake(slurm_workdir, *PROFILES, "--configfile", config, "-n", env={"RLVR_SLURM_ACCOUNT": ACCOUNT})
     assert plan.stdout.count("rule run:") == 1
 
 
 def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_path: Path) -> None:
-    config = study_file(tmp_path, LONG_RUN)
+    # A run that cannot finish inside its limit on any host: 100,000 steps against 2 minutes.
+    steps = 100_000
+    config = study_file(tmp_path, LONG_RUN.replace("algorithm.steps: 200", f"algorithm.steps: {steps}"))
     process = _start(slurm_workdir, config, "--set-resources", "run:runtime=2")
     output, _ = process.communicate(timeout=900)
     assert process.returncode != 0 and "Error in rule run" in output
@@ -138,12 +168,24 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
     assert len(failed) == 1
     job = json.loads((failed[0] / "job.json").read_text())
     assert job["status"] == "terminated"
-    state = subprocess.run(
-        ["sacct", "-n", "-X", "-j", job["slurm_job_id"], "-o", "State"], capture_output=True, text=True
-    ).stdout
-    assert "TIMEOUT" in state
+    # Killed by the limit while still running: Slurm says TIMEOUT after at least the 2 minutes, and
+    # the trainer had started its steps but was far from the last one.
+    state, elapsed, limit = (
+        subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-j", job["slurm_job_id"], "-o", "State,ElapsedRaw,TimelimitRaw"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .split("|")
+    )
+    assert state == "TIMEOUT" and limit == "2" and int(elapsed) >= 120, (state, elapsed, limit)
+    console = (failed[0] / "console.log").read_text(errors="replace")
+    reached = [int(m) for m in re.findall(r"step:(\d+) ", console)]
+    assert reached and max(reached) < steps, reached[-3:]
     our_jobs_gone()
-    assert run_processes() == []
+    assert_no_run_processes()
 
 
 def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from rlvr_scaling.process_cleanup import TOKEN_VAR
@@ -31,14 +32,32 @@ def snakemake(
     return result
 
 
+def _environ(pid: str) -> list[bytes]:
+    return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+
+
+# Under pytest-xdist (`make test` runs two workers), each worker's runs carry its name in their
+# environment (PYTEST_XDIST_WORKER, inherited through Snakemake, sbatch, srun and Apptainer), so a
+# test looks only at its own worker's processes. Only processes that provably belong to the other
+# worker are left out: an untagged leftover still counts.
+_WORKER_VAR = b"PYTEST_XDIST_WORKER="
+_OWN_WORKER = _WORKER_VAR + os.environ.get("PYTEST_XDIST_WORKER", "").encode()
+
+
+def _other_worker(environ: list[bytes]) -> bool:
+    return any(item.startswith(_WORKER_VAR) and item != _OWN_WORKER for item in environ)
+
+
 def token_processes() -> list[tuple[int, str]]:
-    """(pid, command line) of every process carrying a run token."""
+    """(pid, command line) of every process carrying a run token (of this test worker's runs)."""
     found = []
+    token = f"{TOKEN_VAR}=".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if f"{TOKEN_VAR}=".encode() in (entry / "environ").read_bytes():
+            environ = _environ(entry.name)
+            if any(item.startswith(token) for item in environ) and not _other_worker(environ):
                 command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 found.append((int(entry.name), command))
         except OSError:
@@ -49,3 +68,13 @@ def token_processes() -> list[tuple[int, str]]:
 def run_processes() -> list[str]:
     """Processes still carrying a run token: none may outlive its run."""
     return [command[:120] for _pid, command in token_processes()]
+
+
+def assert_no_run_processes(grace_s: float = 15.0) -> None:
+    """None of the runs' processes outlives them. Ray's agents exit a few seconds after their raylet
+    (they poll for it), and a loaded machine stretches that: a process still there after grace_s is a
+    survivor."""
+    deadline = time.monotonic() + grace_s
+    while (left := run_processes()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left == [], f"{len(left)} process(es) of finished runs still alive after {grace_s:.0f} s: {left}"

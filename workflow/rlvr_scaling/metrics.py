@@ -64,7 +64,7 @@ def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int)
         "steps_used": len(used),
         "warmup_steps": warmup_steps,
         "n_gpus": n_gpus,
-        "step_time_s": describe(step_times),
+        "step_time_s": {**describe(step_times), "ci95": list(bootstrap_ci([step_times]))},
         "tokens_per_step": describe(tokens),
         "throughput_per_gpu": throughput,
         "phases_s": phases,

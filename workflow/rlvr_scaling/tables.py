@@ -35,6 +35,14 @@ def phase_means(summary: dict[str, Any]) -> dict[str, float]:
     return {p: summary["summary"]["phases_s"][p]["mean"] for p in ALL_PHASES}
 
 
+def ratio_interval(numerator: list[float], denominator: list[float], same_run: bool) -> tuple[float, float]:
+    """Interval of mean(numerator) / mean(denominator). A run compared with itself is 1 exactly: resampling
+    its steps twice, independently, would give a ratio of one series to itself a spread it cannot have."""
+    if same_run:
+        return 1.0, 1.0
+    return bootstrap_ci([numerator, denominator], row_mean_ratio)
+
+
 def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
@@ -52,6 +60,8 @@ def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
                 "step_time_std_s": s["summary"]["step_time_s"]["std"],
                 "throughput_per_gpu": thr["mean"],
                 "throughput_per_gpu_std": thr["std"],
+                "throughput_per_gpu_ci_low": thr["ci95"][0],
+                "throughput_per_gpu_ci_high": thr["ci95"][1],
                 "efficiency": math.nan,
                 "efficiency_ci_low": math.nan,
                 "efficiency_ci_high": math.nan,
@@ -60,8 +70,9 @@ def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
             }
             if base:
                 row["efficiency"] = scaling.weak_efficiency(thr["mean"], base["summary"]["throughput_per_gpu"]["mean"])
-                low, high = bootstrap_ci([per_step_throughput(s), per_step_throughput(base)], row_mean_ratio)
-                row["efficiency_ci_low"], row["efficiency_ci_high"] = low, high
+                row["efficiency_ci_low"], row["efficiency_ci_high"] = ratio_interval(
+                    per_step_throughput(s), per_step_throughput(base), same_run=s is base
+                )
             rows.append(row)
     return rows
 
@@ -81,6 +92,8 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
                 "trajectories_per_engine": s["trajectories_per_engine"],
                 "step_time_s": time_n,
                 "step_time_std_s": s["summary"]["step_time_s"]["std"],
+                "step_time_ci_low_s": s["summary"]["step_time_s"]["ci95"][0],
+                "step_time_ci_high_s": s["summary"]["step_time_s"]["ci95"][1],
                 "speedup": math.nan,
                 "speedup_ci_low": math.nan,
                 "speedup_ci_high": math.nan,
@@ -93,8 +106,9 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
                 time_ref = ref["summary"]["step_time_s"]["mean"]
                 row["speedup"] = scaling.strong_speedup(time_ref, time_n)
                 row["efficiency"] = scaling.strong_efficiency(time_ref, time_n, s["nodes"], reference_nodes)
-                low, high = bootstrap_ci([per_step_time(ref), per_step_time(s)], row_mean_ratio)
-                row["speedup_ci_low"], row["speedup_ci_high"] = low, high
+                row["speedup_ci_low"], row["speedup_ci_high"] = ratio_interval(
+                    per_step_time(ref), per_step_time(s), same_run=s is ref
+                )
             rows.append(row)
     return rows
 
