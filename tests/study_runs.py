@@ -20,6 +20,7 @@ from rlvr_scaling import cli, paths
 from rlvr_scaling.config import Study, load_study, read_yaml
 from rlvr_scaling.container import exec_prefix
 from rlvr_scaling.launch import run_environment, spec_document
+from rlvr_scaling.outcome import memory_evidence
 from rlvr_scaling.plan import Run, build_plan
 from rlvr_scaling.provenance import host_facts, package_versions
 from rlvr_scaling.results_io import StudyResults, load_results
@@ -208,7 +209,9 @@ def write_run(study: Study, run: Run, root: Path, jitter: float) -> FabricatedRu
     if failed:
         # launch keeps a sweep point that ran out of memory as a failed point, with its console log.
         job = _job(study, run, root, "failed", 1)
-        (run_dir / "console.log").write_text("torch.OutOfMemoryError: HIP out of memory.\n")
+        console = run_dir / "console.log"
+        console.write_text("(WorkerDict pid=4802) torch.OutOfMemoryError: HIP out of memory.\n")
+        job["memory_evidence"] = memory_evidence(console)  # as launch records it
     else:
         job = _job(study, run, root, "succeeded", 0)
         records = fabricate_steps(study, run, jitter)

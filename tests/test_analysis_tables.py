@@ -272,7 +272,7 @@ def expected_sweep(fs: FabricatedStudy) -> list[dict[str, Any]]:
         for p in points:
             if p.failed:
                 figures: dict[str, Any] = {"throughput_per_gpu": None, "step_time_s": None, "peak_memory_gb": None}
-                why: Any = Contains("run failed", "exit status 1", "counted as over the cap")
+                why: Any = Contains("ran out of memory", "HIP out of memory", "over the cap")
             else:
                 figures = {
                     "throughput_per_gpu": statistics.fmean(throughputs(p)),

@@ -60,6 +60,17 @@ def test_set_overrides_win_over_the_site() -> None:
         ("study.name=bad;name", "study.name", "does not match"),
         ("selection.gsm8k=0", "selection.gsm8k", "positive"),
         ("algorithm.warmup_steps=20", "algorithm.warmup_steps", "smaller"),
+        # NaN and infinities reached verl or crashed the selection and the plan; 20.0 made new run ids
+        ("algorithm.lr=.nan", "algorithm.lr", "finite number"),
+        ("selection_rule.tolerance=.nan", "selection_rule.tolerance", "finite number"),
+        (
+            "datasets.gsm8k.estimate.seconds_per_trajectory=.inf",
+            "datasets.gsm8k.estimate.seconds_per_trajectory",
+            "finite",
+        ),
+        ("scaling.weak_nodes=[1,-.inf]", "scaling.weak_nodes.1", "finite number"),
+        ("algorithm.steps=20.0", "algorithm.steps", "not of type 'integer'"),
+        ("algorithm.steps=true", "algorithm.steps", "not of type 'integer'"),
     ],
 )
 def test_bad_input_names_key_value_and_rule(assignment: str, key: str, fragment: str) -> None:

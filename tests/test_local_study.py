@@ -206,7 +206,8 @@ def _worker_pids() -> list[int]:
 def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp_path: Path) -> None:
     single = tmp_path / "single.yaml"
     single.write_text(
-        "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n  algorithm.steps: 40\n"
+        # A sweep point: a crash there used to land in results/runs/ as a "memory bound" verdict.
+        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 40\n"
         "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
     )
     process = subprocess.Popen(
@@ -240,6 +241,8 @@ def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp
     assert len(failed) == 1
     job = json.loads((failed[0] / "job.json").read_text())
     assert job["status"] == "failed" and job["exit_status"] != 0
+    assert job["memory_evidence"] is None  # Ray's "potential root causes: ... OOM killer" is no evidence
+    assert json.loads((failed[0] / "spec.json").read_text())["run"]["series"] == ["sweep"]
     assert (failed[0] / "console.log").stat().st_size > 0
     assert not runs.exists() or not any(runs.iterdir()), "a failed run must leave nothing under results/runs"
     assert_no_run_processes()

@@ -138,9 +138,12 @@ def test_cli_metrics_json_on_a_console_log(tmp_path: Path) -> None:
         [PYTHON, "-m", "rlvr_scaling", "metrics", str(log), "--n-gpus", "8", "--json"],
         capture_output=True,
         text=True,
-        check=True,
     )
+    # The figures are there, and the verdict: a restart repeated step 3, so this is no measurement.
+    assert result.returncode == 1, result.stderr
     document = json.loads(result.stdout)
+    assert document["valid"] is False
+    assert any("step 3 repeated" in p for p in document["problems"]), document["problems"]
     summary = document["summary"]
     assert set(summary) >= {
         "n_steps",

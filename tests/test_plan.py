@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -108,3 +109,15 @@ def test_cli_plan_json(tmp_path: Path) -> None:
     }
     assert all(required <= set(entry) for entry in plan)
     assert len({e["run_id"] for e in plan}) == len(plan) == 18
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    """`rlvr-scaling plan --json | head` used to end in a BrokenPipeError traceback."""
+    command = [PYTHON, "-m", "rlvr_scaling", "plan", "--site", "lumi", "--json"]
+    command += [a for s in PUBLISHED for a in ("--set", s)]  # ~70 kB of JSON: more than a pipe holds
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.read(100)
+    process.stdout.close()
+    errors = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 128 + signal.SIGPIPE, errors
+    assert errors == ""

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.config import load_study
 from rlvr_scaling.launch import spec_document
+from rlvr_scaling.outcome import lands_in_runs, memory_evidence
 from rlvr_scaling.plan import build_plan
 from rlvr_scaling.selection import SelectionError, select
 from rlvr_scaling.summary import failed_summary
@@ -21,10 +22,23 @@ def lumi_sweep_specs() -> dict[tuple[str, int], dict]:
     return {(r.dataset, r.prompts): spec_document(study, r) for r in plan if "sweep" in r.series}
 
 
-def failed_point(dataset: str, prompts: int, problem: str) -> dict:
-    """A failed sweep point's summary from the code that writes it (summarize_run hands failed runs to it)."""
-    job = {"status": "failed", "exit_status": 1, "problems": [problem]}
+def failed_point(dataset: str, prompts: int, console: str, tmp_path: Path) -> dict:
+    """A failed sweep point's summary from the code that writes it (summarize_run hands failed runs to it),
+    with the memory evidence launch finds in its console output."""
+    log = tmp_path / f"console-{prompts}.log"
+    log.write_text(console)
+    job = {"status": "failed", "exit_status": 1, "problems": [], "memory_evidence": memory_evidence(log)}
     return failed_summary(lumi_sweep_specs()[(dataset, prompts)], job)
+
+
+OOM = "(WorkerDict pid=4802) torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB\n"
+# What Ray prints for any dead worker, one killed by hand included: not evidence of running out of memory.
+KILLED = (
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. "
+    "End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due "
+    "to high memory usage. (2) ray stop --force is called.\n"
+)
 
 
 def point(prompts: int, throughput: float | None, memory: float = 40.0, valid: bool = True) -> dict:
@@ -49,20 +63,53 @@ def test_saturation_picks_the_smallest_point_within_tolerance() -> None:
     assert "tie" in chosen["reason"]
 
 
-def test_memory_bound_excludes_points_over_the_cap_and_failed_points() -> None:
+def test_memory_bound_excludes_points_over_the_cap_and_points_out_of_memory(tmp_path: Path) -> None:
     # the DAPO pattern: throughput keeps growing until memory runs out
     sweep = [
         point(5, 150, 50),
         point(10, 200, 62.0),
         point(15, 230, 63.5),
-        failed_point("dapo_math", 20, "out of memory"),
+        failed_point("dapo_math", 20, OOM, tmp_path),
     ]
     chosen = select("dapo_math", sweep, 0.98, 0.02)
     assert chosen["selected"]["prompts"] == 10
     rejected = {p["prompts"]: p["rejected_because"] for p in chosen["points"]}
     assert "over the cap" in rejected[15][0]
-    assert "failed" in rejected[20][0]
+    assert rejected[20][0].startswith("ran out of memory (") and "HIP out of memory" in rejected[20][0]
     assert chosen["rule"]["memory_cap_gb"] == pytest.approx(62.72)
+    assert chosen["warnings"] == []
+
+
+def test_a_point_that_failed_for_another_reason_stops_the_selection_naming_it(tmp_path: Path) -> None:
+    # Killing one Ray worker used to become a permanent "memory bound" verdict for that point.
+    sweep = [point(5, 150, 50), failed_point("dapo_math", 10, KILLED, tmp_path), point(15, 230, 60.0)]
+    with pytest.raises(SelectionError) as caught:
+        select("dapo_math", sweep, 0.98, 0.02)
+    message = str(caught.value)
+    assert "10 prompts" in message and "failed without running out of memory" in message
+    assert sweep[1]["run_id"] in message
+
+
+def test_a_smaller_point_over_the_cap_than_a_larger_one_that_fits_is_reported(tmp_path: Path) -> None:
+    sweep = [point(5, 150, 50), failed_point("dapo_math", 10, OOM, tmp_path), point(15, 230, 60.0)]
+    chosen = select("dapo_math", sweep, 0.98, 0.02)
+    assert chosen["selected"]["prompts"] == 15
+    assert (
+        len(chosen["warnings"]) == 1 and "10 prompts" in chosen["warnings"][0] and "15 prompts" in chosen["warnings"][0]
+    )
+    assert "WARNING" in chosen["reason"]
+
+
+def test_only_a_sweep_point_out_of_memory_lands_as_a_measurement(tmp_path: Path) -> None:
+    oom, killed = tmp_path / "oom.log", tmp_path / "killed.log"
+    oom.write_text(OOM)
+    killed.write_text(KILLED)
+    assert memory_evidence(oom) is not None and memory_evidence(killed) is None
+    assert lands_in_runs(["sweep"], "failed", memory_evidence(oom))
+    assert not lands_in_runs(["sweep"], "failed", memory_evidence(killed))
+    assert not lands_in_runs(["sweep"], "invalid metrics", None)  # fewer steps than configured, say
+    assert not lands_in_runs(["weak", "strong"], "failed", memory_evidence(oom))
+    assert lands_in_runs(["weak"], "succeeded", None)
 
 
 def test_exact_ties_go_to_fewer_prompts() -> None:
@@ -75,15 +122,15 @@ def test_invalid_runs_are_never_selected() -> None:
     assert chosen["selected"]["prompts"] == 10
 
 
-def test_no_valid_point_lists_every_point_and_why() -> None:
+def test_no_valid_point_lists_every_point_and_why(tmp_path: Path) -> None:
     sweep = [
         point(10, 100.0, memory=70.0),
-        failed_point("dapo_math", 20, "out of memory"),
+        failed_point("dapo_math", 20, OOM, tmp_path),
         point(30, 90.0, valid=False),
     ]
     with pytest.raises(SelectionError) as caught:
         select("dapo_math", sweep, 0.98, 0.02)
     message = str(caught.value)
     assert "no valid sweep point for dapo_math" in message
-    for prompts, why in ((10, "over the cap"), (20, "failed"), (30, "7 of 20")):
+    for prompts, why in ((10, "over the cap"), (20, "out of memory"), (30, "7 of 20")):
         assert f"{prompts} prompts" in message and why in message

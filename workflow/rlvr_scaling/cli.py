@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -92,20 +94,23 @@ def _write_json(path: str, value: object) -> None:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from .metrics import read_steps, summarize_steps
+    from .metrics_file import measurement_problems
 
     path = Path(args.file)
-    if not path.exists():
+    if not path.is_file():
         raise StudyError(f"no such metrics file: {path}")
     steps, problems, reader = read_steps(path)
     if not steps:
-        raise StudyError(f"{path} holds no complete step record ({'; '.join(problems) or 'empty'})")
+        size = path.stat().st_size
+        found = "; ".join(problems) if problems else ("empty" if size == 0 else f"no step record in its {size} bytes")
+        raise StudyError(f"{path} holds no verl step record (read as {reader}): {found}")
     summary = summarize_steps(steps, args.n_gpus, args.warmup_steps)
-    for problem in problems:
-        print(f"rlvr-scaling: note: {problem}", file=sys.stderr)
+    invalid = measurement_problems(steps, problems, args.steps)
     if args.json:
-        json.dump({"steps": steps, "summary": summary, "reader": reader, "problems": problems}, sys.stdout, indent=1)
+        document = {"steps": steps, "summary": summary, "reader": reader, "valid": not invalid, "problems": invalid}
+        json.dump(document, sys.stdout, indent=1)
         sys.stdout.write("\n")
-        return 0
+        return 1 if invalid else 0
     print(
         f"{path} ({reader}): {summary['n_steps']} steps, {summary['steps_used']} measured after "
         f"{args.warmup_steps} warm-up step(s), {args.n_gpus} GPU(s)"
@@ -117,12 +122,18 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     ]
     rows += [(f"phase {name} (s)", value) for name, value in summary["phases_s"].items()]
     for label, value in rows:
-        print(f"  {label:32s} mean {value['mean']:.4g}  std {value['std']:.3g}")
+        print(f"  {label:32s} mean {value['mean']:.4g}  std {value['std']:.3g}  (n={value['n']})")
     for item in summary["throughput_cross_check"]["disagreements"]:
         print(
             f"  warning: step {item['step']}: verl perf/throughput {item['verl']:.4g} "
             f"vs computed {item['computed']:.4g}"
         )
+    if invalid:
+        # The figures above leave out the broken values; the run as a whole is not a measurement.
+        print(f"INVALID measurement ({len(invalid)} problem(s)); the figures above use only well-formed steps:")
+        for problem in invalid:
+            print(f"  {problem}")
+        return 1
     return 0
 
 
@@ -261,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("file")
     metrics.add_argument("--n-gpus", type=int, default=1, help="GPUs of the run (throughput is per GPU)")
     metrics.add_argument("--warmup-steps", type=int, default=1, help="leading steps left out of the summary")
+    metrics.add_argument(
+        "--steps", type=int, default=None, help="steps the run was configured for (default: the last one logged)"
+    )
     metrics.add_argument("--json", action="store_true")
     metrics.set_defaults(func=cmd_metrics)
 
@@ -322,6 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StudyError as exc:
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `rlvr-scaling plan --json | head`: the reader has gone, which is not an error of ours. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

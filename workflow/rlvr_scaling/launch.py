@@ -25,7 +25,8 @@ from . import paths
 from .config import Study
 from .container import exec_prefix, module_environment, python_command
 from .errors import StudyError
-from .metrics_file import read_metrics_jsonl, step_problems
+from .metrics_file import measurement_problems, read_metrics_jsonl
+from .outcome import lands_in_runs, memory_evidence
 from .plan import Run
 from .process_cleanup import TOKEN_VAR, end_processes
 from .provenance import git_commit, host_facts, package_versions
@@ -243,21 +244,20 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
             problems = ["verl exited 0 but wrote no metrics.jsonl"]
         else:
             steps, read_problems = read_metrics_jsonl(metrics)
-            problems = read_problems + step_problems(steps, run.steps)
+            problems = measurement_problems(steps, read_problems, run.steps)
         if problems:
             job["status"] = status = "invalid metrics"
     job["problems"] = problems
+    job["memory_evidence"] = memory_evidence(staging / "console.log") if status != "succeeded" else None
     _write_json(staging / "job.json", job)
-    if status == "succeeded":
+    if lands_in_runs(run.series, status, job["memory_evidence"]):
         staging.rename(final)
-        return final
-    if run.series == ["sweep"] and status in ("failed", "invalid metrics"):
-        # A sweep point that runs out of memory is a measurement of the memory bound, not a broken
-        # study: it is kept as a failed point (no metrics) and the selection counts it as over the cap.
-        staging.rename(final)
-        print(
-            f"rlvr-scaling: sweep point {run.run_id} {status}; recorded as a failed point in {final}", file=sys.stderr
-        )
+        if status != "succeeded":
+            print(
+                f"rlvr-scaling: sweep point {run.run_id} ran out of memory ({job['memory_evidence']}); recorded "
+                f"as a memory-bound point in {final}",
+                file=sys.stderr,
+            )
         return final
     failed = paths.results_dir(root) / "failed" / run.run_id / stamp
     failed.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .console_log import read_console
-from .metrics_file import read_metrics_jsonl
+from .metrics_file import is_number, is_positive_finite, read_metrics_jsonl
 from .stats import bootstrap_ci, describe
 
 PHASES = ("gen", "old_log_prob", "update_actor", "update_weights")
@@ -27,19 +27,24 @@ def read_steps(path: Path) -> tuple[list[dict[str, Any]], list[str], str]:
     return steps, problems, "console"
 
 
+TOKENS = "perf/total_num_tokens"
+
+
 def throughput_per_gpu(step: dict[str, Any], n_gpus: int) -> float:
-    return step["perf/total_num_tokens"] / step["timing_s/step"] / n_gpus
+    return step[TOKENS] / step["timing_s/step"] / n_gpus
 
 
 def _values(steps: list[dict[str, Any]], key: str) -> list[float]:
-    return [float(s[key]) for s in steps if isinstance(s.get(key), int | float) and math.isfinite(s[key])]
+    return [float(s[key]) for s in steps if is_number(s.get(key)) and math.isfinite(s[key])]
 
 
 def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int) -> dict[str, Any]:
     used = [s for s in steps if s["step"] > warmup_steps]
     step_times = _values(used, "timing_s/step")
     tokens = _values(used, "perf/total_num_tokens")
-    per_gpu = [throughput_per_gpu(s, n_gpus) for s in used if s.get("timing_s/step") and s.get("perf/total_num_tokens")]
+    # Only well-formed steps enter a figure; measurement_problems names the others (the run is invalid).
+    timed = [s for s in used if is_positive_finite(s.get("timing_s/step")) and is_positive_finite(s.get(TOKENS))]
+    per_gpu = [throughput_per_gpu(s, n_gpus) for s in timed]
     throughput = describe(per_gpu)
     throughput["ci95"] = list(bootstrap_ci([per_gpu]))
     phases: dict[str, Any] = {}
@@ -47,14 +52,14 @@ def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int)
         phases[phase] = describe(_values(used, f"timing_s/{phase}"))
     other = [
         float(s["timing_s/step"]) - sum(float(s.get(f"timing_s/{p}", 0.0)) for p in PHASES)
-        for s in used
-        if "timing_s/step" in s
+        for s in timed
+        if all(is_positive_finite(s.get(f"timing_s/{p}", 1.0)) for p in PHASES)
     ]
     phases["other"] = describe(other)
     disagreements = []
-    for s in used:
+    for s in timed:
         reported = s.get("perf/throughput")
-        if isinstance(reported, int | float) and s.get("timing_s/step"):
+        if is_positive_finite(reported):
             ours = throughput_per_gpu(s, n_gpus)
             if ours and abs(reported - ours) / ours > CROSS_CHECK_TOLERANCE:
                 disagreements.append({"step": s["step"], "verl": reported, "computed": ours})

@@ -1,4 +1,5 @@
-"""Reading verl's file logger output: one JSON object per line, {"step": N, "data": {...}}."""
+"""Reading verl's file logger output: one JSON object per line, {"step": N, "data": {...}}, and the one
+set of rules that makes a run's steps a valid measurement (the launcher, summaries and `metrics` share it)."""
 
 from __future__ import annotations
 
@@ -15,38 +16,81 @@ REQUIRED_STEP_KEYS = (
     "perf/total_num_tokens",
     "perf/throughput",
 )
+# Durations verl measures: every one must be a positive, finite number of seconds (or ms per token).
+TIMING_PREFIXES = ("timing_s/", "timing_per_token_ms/")
 
 
 def read_metrics_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Steps in order (a repeated step keeps its last record) and the problems met on the way."""
     steps: dict[int, dict[str, Any]] = {}
     problems: list[str] = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-                step = int(record["step"])
-                data = dict(record["data"])
-            except (ValueError, KeyError, TypeError) as exc:
-                problems.append(f"line {number}: not a step record ({exc.__class__.__name__})")
-                continue
-            if step in steps:
-                problems.append(f"step {step} appears again at line {number}; the last record is kept")
-            steps[step] = {"step": step, **data}
+    for number, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            step, data = record["step"], dict(record["data"])
+        except UnicodeDecodeError:
+            problems.append(f"line {number}: not UTF-8 text")
+            continue
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append(f"line {number}: not a step record ({exc.__class__.__name__})")
+            continue
+        if not isinstance(step, int) or isinstance(step, bool):
+            problems.append(f"line {number}: step {step!r} is not an integer")
+            continue
+        if step in steps:
+            problems.append(f"step {step} appears again at line {number}; the last record is kept")
+        steps[step] = {**data, "step": step}
     return [steps[k] for k in sorted(steps)], problems
 
 
-def step_problems(steps: list[dict[str, Any]], expected_steps: int) -> list[str]:
-    """Why these steps are not a complete measurement (empty when they are)."""
-    problems = []
-    if len(steps) != expected_steps:
-        problems.append(f"{len(steps)} steps recorded, {expected_steps} expected")
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def is_positive_finite(value: Any) -> bool:
+    return is_number(value) and math.isfinite(value) and value > 0
+
+
+def _sequence_problem(numbers: list[int], expected_steps: int | None) -> str | None:
+    last = expected_steps if expected_steps is not None else max(numbers, default=0)
+    wanted = list(range(1, last + 1))
+    if numbers == wanted and numbers:
+        return None
+    missing = sorted(set(wanted) - set(numbers))
+    unexpected = sorted(set(numbers) - set(wanted))
+    detail = [
+        f"missing {_listing(missing)}" if missing else "",
+        f"unexpected {_listing(unexpected)}" if unexpected else "",
+    ]
+    return f"steps must run 1..{last}: " + "; ".join(d for d in detail if d) if any(detail) else f"no steps 1..{last}"
+
+
+def _listing(numbers: list[int]) -> str:
+    shown = ", ".join(str(n) for n in numbers[:8])
+    return shown + (f" and {len(numbers) - 8} more" if len(numbers) > 8 else "")
+
+
+def measurement_problems(
+    steps: list[dict[str, Any]], reader_problems: list[str], expected_steps: int | None
+) -> list[str]:
+    """Why these steps are not a valid measurement (empty when they are): every problem the reader met
+    (a repeated step, an unreadable line), steps other than exactly 1..N, a value that is not a number,
+    and a missing, non-finite or non-positive timing or required figure; each names the step and key."""
+    problems = list(reader_problems)
+    sequence = _sequence_problem([s["step"] for s in steps], expected_steps)
+    if sequence:
+        problems.append(sequence)
     for record in steps:
         for key in REQUIRED_STEP_KEYS:
-            value = record.get(key)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            if key not in record:
+                problems.append(f"step {record['step']}: {key} missing")
+        for key, value in record.items():
+            if key == "step":
+                continue
+            if not is_number(value):
+                problems.append(f"step {record['step']}: {key} = {value!r} (expected a number)")
+            elif (key in REQUIRED_STEP_KEYS or key.startswith(TIMING_PREFIXES)) and not is_positive_finite(value):
                 problems.append(f"step {record['step']}: {key} = {value!r} (expected a finite positive number)")
     return problems

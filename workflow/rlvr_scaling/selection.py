@@ -2,7 +2,9 @@
 
 Highest throughput per GPU among valid points whose peak memory stays under the cap; points within
 `tolerance` of the best tie, and the smallest prompt count among them wins (the study's GSM8K choice:
-throughput saturated at 100 prompts). Failed points count as over the cap.
+throughput saturated at 100 prompts). A point counts as over the cap only on evidence: a measured peak
+over it, or an out-of-memory error in its log. A point that failed otherwise stops the selection (it is
+no measurement of anything), and a smaller point over the cap while a larger one fits is reported.
 """
 
 from __future__ import annotations
@@ -21,10 +23,20 @@ def point_row(summary: dict[str, Any], cap_gb: float) -> dict[str, Any]:
     peak = figures.get("peak_memory_gb")
     throughput = (figures.get("throughput_per_gpu") or {}).get("mean")
     reasons = [f"{c['name']}: {c['detail']}" for c in summary.get("checks", []) if not c["passed"]]
+    over_cap = False
     if summary.get("status") == "failed":
-        reasons.insert(0, f"run failed ({summary.get('failure', 'see its console.log')}); counted as over the cap")
+        evidence = summary.get("memory_evidence")
+        if not evidence:
+            raise SelectionError(
+                f"sweep point {summary['prompts']} prompts ({summary['run_id']}) failed without running out of "
+                f"memory ({summary.get('failure', 'see its console.log')}): that is no measurement of the memory "
+                f"bound; delete results/runs/{summary['run_id']} to run it again"
+            )
+        reasons.insert(0, f"ran out of memory ({evidence}): over the cap")
+        over_cap = True
     elif peak is not None and peak > cap_gb:
         reasons.append(f"peak memory {peak:.2f} GB over the cap {cap_gb:.2f} GB")
+        over_cap = True
     return {
         "prompts": summary["prompts"],
         "run_id": summary["run_id"],
@@ -32,8 +44,22 @@ def point_row(summary: dict[str, Any], cap_gb: float) -> dict[str, Any]:
         "step_time_s": (figures.get("step_time_s") or {}).get("mean"),
         "peak_memory_gb": peak,
         "eligible": not reasons and throughput is not None,
+        "over_cap": over_cap,
         "rejected_because": reasons,
     }
+
+
+def contradictions(points: list[dict[str, Any]]) -> list[str]:
+    """Memory grows with the prompt count: a point over the cap below one that fits is suspect."""
+    fits = [p for p in points if not p["over_cap"] and p["peak_memory_gb"] is not None]
+    return [
+        f"{low['prompts']} prompts ({low['run_id']}) are over the memory cap while {high['prompts']} prompts "
+        f"({high['run_id']}) fit: check both runs"
+        for low in points
+        if low["over_cap"]
+        for high in fits
+        if high["prompts"] > low["prompts"]
+    ]
 
 
 def select(
@@ -59,6 +85,9 @@ def select(
     )
     if len(tied) > 1:
         reason += f"; {len(tied)} points tie within {tolerance:.0%}, the smallest prompt count wins"
+    warnings = contradictions(points)
+    if warnings:
+        reason += "; WARNING: " + "; ".join(warnings)
     return {
         "dataset": dataset,
         "selected": {k: chosen[k] for k in ("prompts", "run_id", "throughput_per_gpu", "peak_memory_gb")},
@@ -71,4 +100,5 @@ def select(
             "tie_break": "fewest prompts",
         },
         "reason": reason,
+        "warnings": warnings,
     }

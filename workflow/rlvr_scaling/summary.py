@@ -9,16 +9,33 @@ from typing import Any
 
 from .data import sha256_file
 from .metrics import read_steps, summarize_steps
+from .metrics_file import is_number, measurement_problems
 
 
 def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
-def validity_checks(run: dict[str, Any], study: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _numbers(steps: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(s[key]) for s in steps if is_number(s.get(key)) and math.isfinite(s[key])]
+
+
+def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]) -> dict[str, Any]:
+    problems = measurement_problems(steps, reader_problems, run["steps"])
+    if not problems:
+        return _check("measurement", True, f"steps 1..{run['steps']}, every timing finite and positive")
+    more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
+    return _check("measurement", False, "; ".join(problems[:5]) + more)
+
+
+def validity_checks(
+    run: dict[str, Any], study: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]
+) -> list[dict[str, Any]]:
+    """Named checks; the ones after `measurement` read only the numeric values, so a broken record is
+    reported by it and never raises here."""
     expected_lr = float(study["algorithm"]["lr"])
-    checks = [_check("steps_reached", len(steps) == run["steps"], f"{len(steps)} of {run['steps']} steps recorded")]
-    lrs = {float(s["actor/lr"]) for s in steps if "actor/lr" in s}
+    checks = [measurement_check(run, steps, reader_problems)]
+    lrs = set(_numbers(steps, "actor/lr"))
     checks.append(
         _check(
             "actor_lr",
@@ -29,9 +46,9 @@ def validity_checks(run: dict[str, Any], study: dict[str, Any], steps: list[dict
     # The trajectory count is not logged; prompt + response tokens over their per-sample means give it.
     counts = set()
     for s in steps:
-        per_sample = s.get("prompt_length/mean", 0) + s.get("response_length/mean", 0)
-        if per_sample and s.get("perf/total_num_tokens"):
-            counts.add(round(s["perf/total_num_tokens"] / per_sample))
+        parts = [_numbers([s], k) for k in ("prompt_length/mean", "response_length/mean", "perf/total_num_tokens")]
+        if all(parts) and parts[0][0] + parts[1][0] > 0:
+            counts.add(round(parts[2][0] / (parts[0][0] + parts[1][0])))
     expected = run["prompts"] * run["responses_per_prompt"]
     checks.append(
         _check(
@@ -40,19 +57,12 @@ def validity_checks(run: dict[str, Any], study: dict[str, Any], steps: list[dict
             f"prompts x responses = {expected}; measured per step {sorted(counts)}",
         )
     )
-    bad = [
-        f"step {s['step']} {key}"
-        for s in steps
-        for key in ("timing_s/step", "timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor")
-        if not (isinstance(s.get(key), int | float) and math.isfinite(s[key]) and s[key] > 0)
-    ]
-    checks.append(_check("timings_finite_positive", not bad, "all positive" if not bad else ", ".join(bad[:5])))
-    longest = max((s.get("response_length/max", 0) for s in steps), default=0)
+    longest = max(_numbers(steps, "response_length/max"), default=0)
     checks.append(
         _check(
             "responses_within_cap",
             longest <= run["max_response_length"],
-            f"longest response {longest} tokens, cap {run['max_response_length']}",
+            f"longest response {longest:g} tokens, cap {run['max_response_length']}",
         )
     )
     return checks
@@ -78,7 +88,8 @@ def _identity_fields(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
-    """A sweep point that failed: no figures, the failure as its reason."""
+    """A sweep point that failed: no figures, the failure as its reason, and the sign that it ran out of
+    memory if its console had one (only such points land in results/runs/, see outcome.py)."""
     failure = "; ".join(job.get("problems") or []) or f"exit status {job.get('exit_status')}"
     return {
         **_identity_fields(spec),
@@ -87,6 +98,7 @@ def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
         "valid": False,
         "status": "failed",
         "failure": failure,
+        "memory_evidence": job.get("memory_evidence"),
         "steps": [],
         "provenance": {"slurm_job_id": job.get("slurm_job_id"), "start": job.get("start"), "end": job.get("end")},
     }
@@ -103,7 +115,7 @@ def summarize_run(run_dir: Path) -> dict[str, Any]:
         source = run_dir / "console.log"
     steps, problems, reader = read_steps(source)
     n_gpus = run["nodes"] * run["gpus_per_node"]
-    checks = validity_checks(run, spec["study"], steps)
+    checks = validity_checks(run, spec["study"], steps, problems)
     return {
         **_identity_fields(spec),
         "summary": summarize_steps(steps, n_gpus, run["warmup_steps"]),

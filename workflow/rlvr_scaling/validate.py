@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import string
 import warnings
 from pathlib import Path
@@ -23,7 +24,29 @@ def _validator(schema_path: Path) -> jsonschema.protocols.Validator:
         schema = yaml.safe_load(handle)
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
-    return cls(schema)
+    # JSON Schema counts 20.0 as an integer; here it would make a second run id for the same run.
+    strict = jsonschema.validators.extend(
+        cls, type_checker=cls.TYPE_CHECKER.redefine("integer", lambda _checker, value: _is_int(value))
+    )
+    return strict(schema)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _non_finite(document: Any, path: tuple = ()) -> tuple[tuple, float] | None:
+    """The first NaN or infinity in a document, with its path."""
+    if isinstance(document, float) and not math.isfinite(document):
+        return path, document
+    items = (
+        document.items() if isinstance(document, dict) else enumerate(document) if isinstance(document, list) else ()
+    )
+    for key, value in items:
+        found = _non_finite(value, (*path, key))
+        if found:
+            return found
+    return None
 
 
 def _dotted(path: Any) -> str:
@@ -52,6 +75,9 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str, Any, str]:
 
 def check_schema(document: Any, schema_path: Path, source: str = "config") -> None:
     """Raise one ConfigError for the first problem (jsonschema's most relevant), in schema order."""
+    found = _non_finite(document)
+    if found:
+        raise ConfigError(_dotted(found[0]), found[1], "it must be a finite number (not NaN or an infinity)", source)
     errors = sorted(_validator(schema_path).iter_errors(document), key=jsonschema.exceptions.relevance)
     if errors:
         key, value, expected = _describe(errors[0])
