@@ -103,9 +103,17 @@ def test_non_utf8_and_binary_files_are_named_not_crashed_on(tmp_path: Path) -> N
     assert code == 2 and "empty" in output, output
 
 
+def finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer no float can hold
+        return False
+
+
 def independently_valid(content: bytes) -> bool:
-    """The rules written again, plainly: each non-blank line a UTF-8 JSON step record (no NaN or Infinity in
-    required or timing values), steps exactly 1..STEPS once each, every value a number."""
+    """The rules written again, plainly: each non-blank line a UTF-8 JSON step record, steps exactly 1..STEPS
+    once each, required figures finite and positive, other durations finite and not negative, every other
+    value a number or null."""
     seen = []
     for raw in content.split(b"\n"):
         if not raw.strip():
@@ -119,10 +127,14 @@ def independently_valid(content: bytes) -> bool:
             return False
         seen.append(step)
         for key, value in data.items():
-            if type(value) not in (int, float):
+            if key in REQUIRED_STEP_KEYS:
+                if type(value) not in (int, float) or not (finite(value) and value > 0):
+                    return False
+            elif value is None:  # verl's writer logs NaN as null
+                continue
+            elif type(value) not in (int, float):
                 return False
-            timing = key in REQUIRED_STEP_KEYS or key.startswith(("timing_s/", "timing_per_token_ms/"))
-            if timing and not (math.isfinite(value) and value > 0):
+            elif key.startswith(("timing_s/", "timing_per_token_ms/")) and not (finite(value) and value >= 0):
                 return False
         if any(key not in data for key in REQUIRED_STEP_KEYS):
             return False
@@ -132,7 +144,7 @@ def independently_valid(content: bytes) -> bool:
 def mutants(count: int, seed: int = 0) -> list[bytes]:
     rng = random.Random(seed)
     base = good_lines()
-    values = ["NaN", "Infinity", "-Infinity", "-1", "0", '"x"', "null", "true", "1e400", "[]", "2.5"]
+    values = ["NaN", "Infinity", "-Infinity", "-1", "0", '"x"', "null", "true", "1e400", "[]", "2.5", "9" * 400]
     out = []
     for _ in range(count):
         lines = list(base)
@@ -186,3 +198,25 @@ def test_mutated_metrics_files_give_a_verdict_or_a_clear_error_never_a_traceback
         assert next(c for c in checks if c["name"] == "measurement")["passed"] == (code == 0)
     # the mutants reach every outcome: valid (e.g. swapped lines), INVALID, and no step at all
     assert all(outcomes.values()), outcomes
+
+
+def test_what_verl_legitimately_logs_stays_valid(tmp_path: Path) -> None:
+    lines = good_lines()
+    lines = mutate_value(lines, 2, "critic/score/mean", "null").rstrip("\n").split("\n")  # NaN, as verl writes it
+    lines = mutate_value(lines, 3, "timing_per_token_ms/adv", "0.0").rstrip("\n").split("\n")  # a phase without tokens
+    lines = mutate_value(lines, 4, "actor/grad_norm", "NaN").rstrip("\n").split("\n")
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    steps, problems = read_metrics_jsonl(path)
+    assert measurement_problems(steps, problems, STEPS) == []
+    assert run_cli(str(path), "--steps", str(STEPS))[0] == 0
+
+
+def test_huge_numbers_are_named_not_crashed_on(tmp_path: Path) -> None:
+    huge = "9" * 400  # an integer no float can hold
+    path = write(tmp_path, mutate_value(good_lines(), 2, "timing_s/step", huge))
+    code, output = run_cli(str(path))
+    assert code == 1 and "step 2: timing_s/step" in output, output[-500:]
+    # a step number far beyond the run, without --steps: named, without listing every missing step
+    far = write(tmp_path, json.dumps({"step": 10**12, "data": json.loads(good_lines()[0])["data"]}) + "\n", "far.jsonl")
+    code, output = run_cli(str(far))
+    assert code == 1 and "missing 1, 2, 3" in output and "more" in output, output[-500:]

@@ -12,7 +12,7 @@ from rlvr_scaling import scaling
 from rlvr_scaling.console_log import parse_value, read_console
 from rlvr_scaling.metrics import read_steps, summarize_steps
 from rlvr_scaling.metrics_file import read_metrics_jsonl
-from rlvr_scaling.stats import bootstrap_ci, mean, row_mean_ratio, sample_std
+from rlvr_scaling.stats import bootstrap_ci, mean, row_mean_ratio, sample_std, t_quantile
 
 from .conftest import PYTHON
 
@@ -158,3 +158,12 @@ def test_cli_metrics_json_on_a_console_log(tmp_path: Path) -> None:
     assert set(summary["phases_s"]) == {"gen", "old_log_prob", "update_actor", "update_weights", "other"}
     assert summary["n_steps"] == 4 and summary["steps_used"] == 3
     assert read_steps(log)[2] == "console"
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "tabulated"),
+    [(0.975, 1, 12.7062047), (0.975, 2, 4.3026527), (0.975, 3, 3.1824463), (0.975, 9, 2.2621572),
+     (0.975, 18, 2.1009220), (0.9, 4, 1.5332063), (0.995, 5, 4.0321430)],
+)  # fmt: skip
+def test_t_quantile_matches_the_tables(p: float, df: int, tabulated: float) -> None:
+    assert t_quantile(p, df) == pytest.approx(tabulated, abs=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -337,10 +338,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        # `rlvr-scaling plan --json | head`: the reader has gone, which is not an error of ours. Point
-        # stdout at /dev/null so the interpreter's final flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # `rlvr-scaling plan --json | head`: the reader of our output has gone, which is not an error of
+        # ours. Any other broken pipe (a socket, a child process) is.
+        if not _stdout_reader_gone():
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 128 + signal.SIGPIPE
+
+
+def _stdout_reader_gone() -> bool:
+    """A pipe whose reading end is closed polls as an error for its writer."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _fd, event in poller.poll(0))
+    except (OSError, ValueError):
+        return False
 
 
 if __name__ == "__main__":

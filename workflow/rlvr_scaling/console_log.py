@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-STEP_LINE = re.compile(r"(?:^|\s|\))step:(\d+)\s+-\s+(.*)$")
+STEP_LINE = re.compile(r"(?:^|\s|\))step:(\d{1,18})\s+-\s+(.*)$")
 WRAPPED = re.compile(r"^(?:np\.)?(?:float|int)(?:16|32|64)?\((.*)\)$|^tensor\((.*?)(?:,.*)?\)$")
 
 

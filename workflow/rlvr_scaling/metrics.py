@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from .console_log import read_console
-from .metrics_file import is_number, is_positive_finite, read_metrics_jsonl
+from .metrics_file import is_finite, is_positive_finite, read_metrics_jsonl
 from .stats import bootstrap_ci, describe
 
 PHASES = ("gen", "old_log_prob", "update_actor", "update_weights")
@@ -35,7 +34,7 @@ def throughput_per_gpu(step: dict[str, Any], n_gpus: int) -> float:
 
 
 def _values(steps: list[dict[str, Any]], key: str) -> list[float]:
-    return [float(s[key]) for s in steps if is_number(s.get(key)) and math.isfinite(s[key])]
+    return [float(s[key]) for s in steps if is_finite(s.get(key))]
 
 
 def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int) -> dict[str, Any]:

@@ -16,7 +16,8 @@ REQUIRED_STEP_KEYS = (
     "perf/total_num_tokens",
     "perf/throughput",
 )
-# Durations verl measures: every one must be a positive, finite number of seconds (or ms per token).
+# Durations verl measures. The required ones must be positive; the rest finite and not negative (verl
+# writes timing_per_token_ms/<phase> = 0 for a phase without tokens).
 TIMING_PREFIXES = ("timing_s/", "timing_per_token_ms/")
 
 
@@ -49,22 +50,38 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def is_finite(value: Any) -> bool:
+    try:
+        return is_number(value) and math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
 def is_positive_finite(value: Any) -> bool:
-    return is_number(value) and math.isfinite(value) and value > 0
+    return is_finite(value) and value > 0
 
 
 def _sequence_problem(numbers: list[int], expected_steps: int | None) -> str | None:
     last = expected_steps if expected_steps is not None else max(numbers, default=0)
-    wanted = list(range(1, last + 1))
-    if numbers == wanted and numbers:
+    present = set(numbers)
+    if numbers and len(numbers) == last and present == set(range(1, last + 1)):
         return None
-    missing = sorted(set(wanted) - set(numbers))
-    unexpected = sorted(set(numbers) - set(wanted))
-    detail = [
-        f"missing {_listing(missing)}" if missing else "",
-        f"unexpected {_listing(unexpected)}" if unexpected else "",
-    ]
-    return f"steps must run 1..{last}: " + "; ".join(d for d in detail if d) if any(detail) else f"no steps 1..{last}"
+    # Without building range(1, last): a logged step number can be anything.
+    missing = []
+    for step in range(1, last + 1):
+        if step not in present:
+            missing.append(step)
+            if len(missing) > 8:
+                break
+    missing_count = last - len({n for n in present if 1 <= n <= last})
+    unexpected = sorted(n for n in present if not 1 <= n <= last)
+    detail = []
+    if missing:
+        more = f" and {missing_count - 8} more" if missing_count > 8 else ""
+        detail.append("missing " + ", ".join(str(n) for n in missing[:8]) + more)
+    if unexpected:
+        detail.append(f"unexpected {_listing(unexpected)}")
+    return f"steps must run 1..{last}: " + "; ".join(detail) if detail else f"no steps 1..{last}"
 
 
 def _listing(numbers: list[int]) -> str:
@@ -89,8 +106,14 @@ def measurement_problems(
         for key, value in record.items():
             if key == "step":
                 continue
-            if not is_number(value):
-                problems.append(f"step {record['step']}: {key} = {value!r} (expected a number)")
-            elif (key in REQUIRED_STEP_KEYS or key.startswith(TIMING_PREFIXES)) and not is_positive_finite(value):
-                problems.append(f"step {record['step']}: {key} = {value!r} (expected a finite positive number)")
+            step = record["step"]
+            if key in REQUIRED_STEP_KEYS:
+                if not is_positive_finite(value):
+                    problems.append(f"step {step}: {key} = {value!r} (expected a finite positive number)")
+            elif value is None:
+                continue  # verl's JSON writer logs NaN as null (e.g. critic/score/* when every sample aborted)
+            elif not is_number(value):
+                problems.append(f"step {step}: {key} = {value!r} (expected a number)")
+            elif key.startswith(TIMING_PREFIXES) and not (is_finite(value) and value >= 0):
+                problems.append(f"step {step}: {key} = {value!r} (expected a finite duration, 0 or more)")
     return problems

@@ -9,7 +9,7 @@ from typing import Any
 
 from .data import sha256_file
 from .metrics import read_steps, summarize_steps
-from .metrics_file import is_number, measurement_problems
+from .metrics_file import is_finite, measurement_problems
 
 
 def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
@@ -17,7 +17,7 @@ def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
 
 
 def _numbers(steps: list[dict[str, Any]], key: str) -> list[float]:
-    return [float(s[key]) for s in steps if is_number(s.get(key)) and math.isfinite(s[key])]
+    return [float(s[key]) for s in steps if is_finite(s.get(key))]
 
 
 def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]) -> dict[str, Any]:

@@ -92,8 +92,9 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
                 "trajectories_per_engine": s["trajectories_per_engine"],
                 "step_time_s": time_n,
                 "step_time_std_s": s["summary"]["step_time_s"]["std"],
-                "step_time_ci_low_s": s["summary"]["step_time_s"]["ci95"][0],
-                "step_time_ci_high_s": s["summary"]["step_time_s"]["ci95"][1],
+                # summaries written before the interval was added have none (NaN, shown empty)
+                "step_time_ci_low_s": s["summary"]["step_time_s"].get("ci95", [math.nan, math.nan])[0],
+                "step_time_ci_high_s": s["summary"]["step_time_s"].get("ci95", [math.nan, math.nan])[1],
                 "speedup": math.nan,
                 "speedup_ci_low": math.nan,
                 "speedup_ci_high": math.nan,
