@@ -33,14 +33,14 @@ def throughput_per_gpu(step: dict[str, Any], n_gpus: int) -> float:
     return step[TOKENS] / step["timing_s/step"] / n_gpus
 
 
-def _values(steps: list[dict[str, Any]], key: str) -> list[float]:
+def finite_values(steps: list[dict[str, Any]], key: str) -> list[float]:
     return [float(s[key]) for s in steps if is_finite(s.get(key))]
 
 
 def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int) -> dict[str, Any]:
     used = [s for s in steps if s["step"] > warmup_steps]
-    step_times = _values(used, "timing_s/step")
-    tokens = _values(used, "perf/total_num_tokens")
+    step_times = finite_values(used, "timing_s/step")
+    tokens = finite_values(used, TOKENS)
     # Only well-formed steps enter a figure; measurement_problems names the others (the run is invalid).
     timed = [s for s in used if is_positive_finite(s.get("timing_s/step")) and is_positive_finite(s.get(TOKENS))]
     per_gpu = [throughput_per_gpu(s, n_gpus) for s in timed]
@@ -48,7 +48,7 @@ def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int)
     throughput["ci95"] = list(bootstrap_ci([per_gpu]))
     phases: dict[str, Any] = {}
     for phase in PHASES:
-        phases[phase] = describe(_values(used, f"timing_s/{phase}"))
+        phases[phase] = describe(finite_values(used, f"timing_s/{phase}"))
     other = [
         float(s["timing_s/step"]) - sum(float(s.get(f"timing_s/{p}", 0.0)) for p in PHASES)
         for s in timed
@@ -62,7 +62,7 @@ def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int)
             ours = throughput_per_gpu(s, n_gpus)
             if ours and abs(reported - ours) / ours > CROSS_CHECK_TOLERANCE:
                 disagreements.append({"step": s["step"], "verl": reported, "computed": ours})
-    memory = [v for key in MEMORY_KEYS for v in _values(steps, key)]
+    memory = [v for key in MEMORY_KEYS for v in finite_values(steps, key)]
     return {
         "n_steps": len(steps),
         "steps_used": len(used),
@@ -72,8 +72,8 @@ def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int)
         "tokens_per_step": describe(tokens),
         "throughput_per_gpu": throughput,
         "phases_s": phases,
-        "response_length": describe(_values(used, "response_length/mean")),
-        "response_clip_ratio": describe(_values(used, "response_length/clip_ratio")),
+        "response_length": describe(finite_values(used, "response_length/mean")),
+        "response_clip_ratio": describe(finite_values(used, "response_length/clip_ratio")),
         "peak_memory_gb": max(memory) if memory else None,
         "throughput_cross_check": {"tolerance": CROSS_CHECK_TOLERANCE, "disagreements": disagreements},
     }

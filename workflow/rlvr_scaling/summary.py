@@ -8,22 +8,20 @@ from pathlib import Path
 from typing import Any
 
 from .data import sha256_file
-from .metrics import read_steps, summarize_steps
-from .metrics_file import is_finite, measurement_problems
+from .metrics import finite_values, read_steps, summarize_steps
+from .metrics_file import measurement_problems
 
 
 def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
-def _numbers(steps: list[dict[str, Any]], key: str) -> list[float]:
-    return [float(s[key]) for s in steps if is_finite(s.get(key))]
-
-
 def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]) -> dict[str, Any]:
     problems = measurement_problems(steps, reader_problems, run["steps"])
     if not problems:
-        return _check("measurement", True, f"steps 1..{run['steps']}, every timing finite and positive")
+        return _check(
+            "measurement", True, f"steps 1..{run['steps']} once each, every required figure finite and positive"
+        )
     more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
     return _check("measurement", False, "; ".join(problems[:5]) + more)
 
@@ -35,7 +33,7 @@ def validity_checks(
     reported by it and never raises here."""
     expected_lr = float(study["algorithm"]["lr"])
     checks = [measurement_check(run, steps, reader_problems)]
-    lrs = set(_numbers(steps, "actor/lr"))
+    lrs = set(finite_values(steps, "actor/lr"))
     checks.append(
         _check(
             "actor_lr",
@@ -46,7 +44,7 @@ def validity_checks(
     # The trajectory count is not logged; prompt + response tokens over their per-sample means give it.
     counts = set()
     for s in steps:
-        parts = [_numbers([s], k) for k in ("prompt_length/mean", "response_length/mean", "perf/total_num_tokens")]
+        parts = [finite_values([s], k) for k in ("prompt_length/mean", "response_length/mean", "perf/total_num_tokens")]
         if all(parts) and parts[0][0] + parts[1][0] > 0:
             counts.add(round(parts[2][0] / (parts[0][0] + parts[1][0])))
     expected = run["prompts"] * run["responses_per_prompt"]
@@ -57,7 +55,7 @@ def validity_checks(
             f"prompts x responses = {expected}; measured per step {sorted(counts)}",
         )
     )
-    longest = max(_numbers(steps, "response_length/max"), default=0)
+    longest = max(finite_values(steps, "response_length/max"), default=0)
     checks.append(
         _check(
             "responses_within_cap",
