@@ -1,6 +1,6 @@
 # rlvr-scaling: the study in config/config.yaml on the site it names (default: local).
 # `snakemake --cores 2` runs the local toy study; `snakemake --profile lumi` runs it on LUMI.
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -8,7 +8,8 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-validate(config, "config/schema/config.schema.yaml")
+# The config is validated in rules/common.smk, by the same code as `rlvr-scaling plan` (one-line
+# errors naming the key), together with the site it names.
 
 
 include: "rules/common.smk"

@@ -2,15 +2,18 @@
 import shlex
 import sys
 
+from rlvr_scaling.config import typed_command_line
 from rlvr_scaling.workflow_glue import Lookup, load_or_exit, write_effective_config
 
-STUDY = load_or_exit(config)
+# --config values inside a mapping arrive as strings; read them as --set would.
+STUDY_CONFIG = typed_command_line(config, workflow.config_settings.config)
+STUDY = load_or_exit(STUDY_CONFIG)
 PLAN = Lookup(STUDY)
 SITE = STUDY.site_name
 DATASETS = STUDY.datasets
 # The CLI steps read exactly the config this invocation validated (including --config overrides),
 # through the same interpreter as Snakemake's: jobs need no activated environment.
-STUDY_FILE = write_effective_config(config)
+STUDY_FILE = write_effective_config(STUDY_CONFIG)
 CLI = f"{shlex.quote(sys.executable)} -m rlvr_scaling"
 STUDY_ARGS = f"--config {STUDY_FILE}"
 ENV = "../envs/workflow.yaml"

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
-from rlvr_scaling.config import load_study
+import yaml
+from rlvr_scaling.config import load_site, load_study, typed_command_line
 from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.plan import build_plan
+from rlvr_scaling.plan_view import plan_table
 
 from .conftest import PYTHON, REPO
 
@@ -107,3 +112,59 @@ def test_a_site_can_inherit_another() -> None:
     assert study.site["engine"] == "verl-cpu" and study.site["launch"]["kind"] == "ray-srun"
     assert study.site["launch"]["unset_environment"] == ["ROCR_VISIBLE_DEVICES"]
     assert study.config["model"]["source"] == "tiny"  # the local site's scaled-down study
+
+
+def _config_with(tmp_path: Path, **algorithm: object) -> Path:
+    """config/config.yaml as a user edited it, the algorithm section changed."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["algorithm"].update(algorithm)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_a_bad_value_is_an_error_even_where_the_site_replaces_it(tmp_path: Path) -> None:
+    # The local site replaces algorithm.steps; a broken value in the user's file used to pass `plan`
+    # and fail `snakemake -n`.
+    with pytest.raises(ConfigError) as caught:
+        load_study(_config_with(tmp_path, steps="twenty"))
+    assert caught.value.key == "algorithm.steps" and caught.value.value == "twenty"
+
+
+def test_the_values_the_site_replaced_are_listed_and_removed_datasets_stay_removed(tmp_path: Path) -> None:
+    path = _config_with(tmp_path, steps=7)
+    config = yaml.safe_load(path.read_text())
+    del config["datasets"]["dapo_math"], config["selection"]["dapo_math"]
+    path.write_text(yaml.safe_dump(config))
+    study = load_study(path)
+    assert list(study.config["datasets"]) == ["gsm8k"]
+    replaced = {r.key: (r.yours, r.site) for r in study.site_replaced}
+    assert replaced["algorithm.steps"] == (7, 11)
+    assert not any(key.startswith("datasets.dapo_math") for key in replaced)
+    table = plan_table(study, build_plan(study, {}, tmp_path))
+    assert re.search(r"^  algorithm\.steps\s+7 -> 11$", table, re.M), table
+    assert "--set key=value" in table
+    # What the user sets explicitly wins and is not reported as replaced.
+    explicit = load_study(path, sets=["algorithm.steps=7"])
+    assert explicit.config["algorithm"]["steps"] == 7
+    assert "algorithm.steps" not in {r.key for r in explicit.site_replaced}
+
+
+def test_a_site_missing_a_required_key_names_the_key(tmp_path: Path) -> None:
+    site = yaml.safe_load((REPO / "config" / "sites" / "lumi.yaml").read_text())
+    del site["hardware"]["gpus_per_node"]
+    (tmp_path / "lumi.yaml").write_text(yaml.safe_dump(site))
+    with pytest.raises(ConfigError) as caught:
+        load_site("lumi", tmp_path)
+    assert caught.value.key == "hardware.gpus_per_node"
+    assert "key 'hardware.gpus_per_node' is missing, but it is required" in str(caught.value)
+
+
+def test_command_line_values_inside_a_mapping_are_typed_like_set() -> None:
+    # Snakemake's --config 'overrides={"algorithm.steps": 5}' hands over {'algorithm.steps': '5'}.
+    command_line = {"overrides": {"algorithm.steps": "5", "scaling.weak_nodes": "[1, 2]"}, "site": "local"}
+    file_config = {"study": {"name": "x"}, "model": {"revision": "2024"}}
+    typed = typed_command_line({**file_config, **command_line}, command_line)
+    assert typed["overrides"] == {"algorithm.steps": 5, "scaling.weak_nodes": [1, 2]}
+    assert typed["model"]["revision"] == "2024"  # a string in a config file stays a string
+    assert typed["site"] == "local"

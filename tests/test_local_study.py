@@ -250,6 +250,51 @@ def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp
     assert plan.count("rule run:") == 1
 
 
+def test_a_killed_workflow_leaves_no_process_and_a_rerun_redoes_exactly_the_killed_run(
+    workdir: Path, tmp_path: Path
+) -> None:
+    single = tmp_path / "single.yaml"
+    single.write_text(
+        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 40\n"
+        "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
+    )
+    # As `setsid snakemake ... & kill -9 -- -$!`: the whole process group, launcher included, SIGKILLed.
+    process = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2", "--configfile", str(single)],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    runs = workdir / "results" / "runs"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"snakemake exited ({process.returncode}) before its run reached step 1"
+        logs = list(runs.glob(".staging-*/console.log")) if runs.exists() else []
+        if logs and "step:1 " in logs[0].read_text(errors="replace"):
+            break
+        time.sleep(1)
+    else:
+        raise AssertionError("the run never reached step 1")
+    staging = logs[0].parent
+    run_id = staging.name.removeprefix(".staging-").rsplit("-", 2)[0]
+    assert token_processes(), "the run's processes should be alive before the kill"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    killed_at = time.monotonic()
+    assert_no_run_processes(grace_s=30)
+    print(f"run processes gone {time.monotonic() - killed_at:.1f} s after the SIGKILL")
+    failed = list((workdir / "results" / "failed" / run_id).glob("*"))
+    assert len(failed) == 1 and not staging.exists() and not any(runs.iterdir())
+    assert json.loads((failed[0] / "job.json").read_text())["status"] == "killed"
+    assert "was killed" in (failed[0] / "FAILED.txt").read_text()
+    # Snakemake keeps its lock after a SIGKILL (README: unlock, then rerun with --rerun-incomplete).
+    snakemake(workdir, "--unlock", "--configfile", str(single))
+    plan = snakemake(workdir, "-n", "--cores", "2", "--rerun-incomplete", "--configfile", str(single)).stdout
+    assert plan.count("rule run:") == 1 and f"results/runs/{run_id}" in plan
+    assert "rule dataset:" not in plan and "rule model:" not in plan
+
+
 def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scaling_runs(local_study: Path) -> None:
     # Runs after the end-to-end test on the same study (it changes a summary).
     workdir = local_study

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
-from .conftest import REPO
+from .conftest import PYTHON, REPO
 from .workflow_helpers import snakemake
 
 ACCOUNT = {"RLVR_SLURM_ACCOUNT": "project_465000000"}
@@ -72,3 +74,33 @@ def test_workflow_is_lint_clean(workdir: Path) -> None:
     lints = json.loads(result.stdout) if result.stdout.strip() else {}
     assert not lints.get("snakefiles") and not lints.get("rules"), lints
     assert "good condition" in result.stderr
+
+
+def test_snakemake_and_plan_reject_a_bad_config_in_the_same_one_line(workdir: Path, tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["algorithm"]["steps"] = "twenty"  # a value the local site would replace
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    plan = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "plan", "--config", str(bad)], capture_output=True, text=True, cwd=workdir
+    )
+    dry = snakemake(workdir, "-n", "--configfile", str(bad), check=False)
+    assert plan.returncode == 2 and dry.returncode != 0
+    line = plan.stderr.strip()
+    assert line.startswith("rlvr-scaling: error: Invalid config: key 'algorithm.steps' has value 'twenty'")
+    assert line in dry.stderr.splitlines()
+    assert "Failed validating" not in dry.stderr and len(dry.stderr.splitlines()) < 10, dry.stderr
+
+
+def test_config_overrides_on_the_command_line_are_typed(workdir: Path) -> None:
+    dry = snakemake(workdir, "-n", "--cores", "2", "--config", 'overrides={"algorithm.steps": 5}').stdout
+    plan = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "plan", "--json", "--set", "algorithm.steps=5"],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        check=True,
+    )
+    run_ids = {run["run_id"] for run in json.loads(plan.stdout) if run["run_id"]}
+    assert run_ids and all(f"results/runs/{run_id}" in dry for run_id in run_ids)
+    assert all(run["steps"] == 5 for run in json.loads(plan.stdout))

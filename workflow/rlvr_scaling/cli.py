@@ -32,7 +32,7 @@ def _load(args: argparse.Namespace):
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .plan import build_plan
-    from .plan_view import plan_table
+    from .plan_view import plan_table, site_note
     from .selection_io import read_selections
 
     study = _load(args)
@@ -41,6 +41,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         json.dump([run.to_dict() for run in plan], sys.stdout, indent=1)
         sys.stdout.write("\n")
+        note = site_note(study)
+        if note:
+            print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     else:
         sys.stdout.write(plan_table(study, plan))
     return 0

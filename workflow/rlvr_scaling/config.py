@@ -21,6 +21,8 @@ class Study:
 
     config: dict[str, Any]
     site: dict[str, Any]
+    # What the site's study_overrides changed in the user's config (shown by `plan`).
+    site_replaced: tuple[SiteReplacement, ...] = ()
 
     @property
     def site_name(self) -> str:
@@ -129,10 +131,91 @@ def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
     return site
 
 
+def typed_command_line(config: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:
+    """The config with the nested values of Snakemake's --config read as YAML, as --set reads them.
+
+    Snakemake types a top-level `--config key=value` (int, float, bool) but reads the inside of a
+    mapping with YAML's base loader, so `overrides={"algorithm.steps": 5}` arrives as the string '5'.
+    Only values that came from the command line are re-read: strings in config files stay strings.
+    """
+    typed = copy.deepcopy(config)
+
+    def retype(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: retype(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [retype(item) for item in value]
+        if isinstance(value, str):
+            try:
+                return yaml.safe_load(value) if value.strip() else value
+            except yaml.YAMLError:
+                return value
+        return value
+
+    for key, value in command_line.items():
+        if isinstance(value, dict | list) and typed.get(key) == value:
+            typed[key] = retype(value)
+    return typed
+
+
+@dataclass(frozen=True)
+class SiteReplacement:
+    """A value of the user's config that the site's study_overrides replaced."""
+
+    key: str
+    yours: Any
+    site: Any
+
+
+def _leaves(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    found = []
+    for key, value in document.items():
+        if isinstance(value, dict) and value:
+            found += _leaves(value, (*prefix, key))
+        else:
+            found.append(((*prefix, key), value))
+    return found
+
+
+def _lookup(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
+    for part in path:
+        if not isinstance(document, dict) or part not in document:
+            return False, None
+        document = document[part]
+    return True, document
+
+
+def site_study(site_def: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """The site's study_overrides for this config: it scales down the user's datasets, never adds one
+    the user removed."""
+    overrides = copy.deepcopy(site_def.get("study_overrides") or {})
+    datasets = overrides.get("datasets")
+    if isinstance(datasets, dict) and isinstance(user.get("datasets"), dict):
+        overrides["datasets"] = {name: value for name, value in datasets.items() if name in user["datasets"]}
+    return overrides
+
+
+def replaced_values(user: dict[str, Any], config: dict[str, Any], overrides: dict[str, Any]) -> list[SiteReplacement]:
+    """Every leaf the site changed from what the user's config said (not the keys the user set
+    explicitly with --set or `overrides`, which win)."""
+    replaced = []
+    for path, _ in _leaves(overrides):
+        had, yours = _lookup(user, path)
+        _, final = _lookup(config, path)
+        if had and yours != final:
+            replaced.append(SiteReplacement(".".join(path), yours, final))
+    return replaced
+
+
 def study_from_dict(
     raw_config: dict[str, Any], sets: list[str] | tuple[str, ...] = (), site: str | None = None
 ) -> Study:
-    """Build the study from an already-read config mapping (the Snakefile's `config`)."""
+    """Build the study from an already-read config mapping (the Snakefile's `config`).
+
+    The user's config (with --set and `overrides`) is checked first, as written: a bad value there is
+    an error even where the site would replace it. Then the site's study_overrides go over it, what
+    the user set explicitly goes over that, and the result is checked again.
+    """
     if not isinstance(raw_config, dict):
         raise ConfigError("(top level)", raw_config, "the config must be a mapping")
     # `overrides` (dotted key -> value, e.g. from an extra --configfile) act exactly like --set.
@@ -145,18 +228,19 @@ def study_from_dict(
         set_dotted(user, parts, value)
     if site is not None:
         user["site"] = site
-    site_name = user.get("site", "local")
+    site_name = user.setdefault("site", "local")
     if not isinstance(site_name, str):
         raise ConfigError("site", site_name, "it must be the name of a file in config/sites/")
+    check_schema(user, paths.CONFIG_SCHEMA, source="config")
     site_def = load_site(site_name)
-    config = deep_merge(raw_config, site_def.get("study_overrides", {}))
+    site_overrides = site_study(site_def, user)
+    config = deep_merge(user, site_overrides)
     # What the user set explicitly wins over the site's scaled-down study.
     for parts, value in parsed_sets:
         set_dotted(config, parts, value)
-    config["site"] = site_name
-    check_schema(config, paths.CONFIG_SCHEMA, source="config")
+    check_schema(config, paths.CONFIG_SCHEMA, source=f"config with site '{site_name}' study_overrides")
     check_semantics(config, site_def)
-    return Study(config=config, site=site_def)
+    return Study(config=config, site=site_def, site_replaced=tuple(replaced_values(user, config, site_overrides)))
 
 
 def load_study(

@@ -9,6 +9,15 @@ class StudyError(Exception):
     """A problem with the study or site definition; the CLI exits with status 2."""
 
 
+class _Missing:
+    def __repr__(self) -> str:
+        return "(missing)"
+
+
+# The value of a key that is not there at all (a ConfigError then says "is missing").
+MISSING: Any = _Missing()
+
+
 class ConfigError(StudyError):
     """A config value breaks a rule: names the key, the value and what was expected."""
 
@@ -17,7 +26,8 @@ class ConfigError(StudyError):
         self.value = value
         self.expected = expected
         self.source = source
+        found = "is missing" if value is MISSING else f"has value {value!r}"
         super().__init__(
-            f"Invalid {source}: key '{key}' has value {value!r}, but {expected}. "
+            f"Invalid {source}: key '{key}' {found}, but {expected}. "
             f"Fix '{key}' and run again; nothing was started or submitted."
         )

@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,22 +24,20 @@ from . import paths
 from .config import Study
 from .container import exec_prefix, module_environment, python_command
 from .errors import StudyError
+from .failed_runs import TOKEN_FILE, failed_dir, file_failed, now, recover_leftovers, staging_name, write_json
 from .metrics_file import measurement_problems, read_metrics_jsonl
 from .outcome import lands_in_runs, memory_evidence
 from .plan import Run
 from .process_cleanup import TOKEN_VAR, end_processes
 from .provenance import git_commit, host_facts, package_versions
 from .verl_args import CPU_ENGINE_ENV, CPU_ENGINE_RAY_CPUS
+from .watchdog import Guard
 
 LOGGER_ARG = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 
 
 class RunFailed(Exception):
     """The run ran and failed; its evidence is kept under results/failed/."""
-
-
-def now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def run_environment(study: Study) -> dict[str, str]:
@@ -83,10 +80,6 @@ def spec_document(study: Study, run: Run) -> dict[str, Any]:
         "software": package_versions(),
         "repository_commit": git_commit(),
     }
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=1, default=str) + "\n")
 
 
 def check_inputs(study: Study, run: Run, root: Path) -> None:
@@ -202,14 +195,40 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     if final.exists():
         raise StudyError(f"{final} exists already: runs are never rewritten in place (delete it to rerun)")
     check_inputs(study, run, root)
+    for leftover in recover_leftovers(root, run.run_id):
+        print(
+            f"rlvr-scaling: an earlier launch of {run.run_id} did not finish; filed it in {leftover}", file=sys.stderr
+        )
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    staging = final.parent / f".staging-{run.run_id}-{stamp}-{os.getpid()}"
+    staging = final.parent / staging_name(run.run_id, stamp)
+    failed = failed_dir(root, run.run_id, stamp)
     staging.mkdir(parents=True)
-    _write_json(staging / "spec.json", spec_document(study, run))
+    token = uuid.uuid4().hex
+    (staging / TOKEN_FILE).write_text(token + "\n")
+    guard = Guard(token, staging, failed)
+    try:
+        return _launch_in(study, run, root, staging, final, failed, token, timeout_s)
+    except RunFailed:
+        raise
+    except BaseException as exc:
+        if staging.is_dir():
+            file_failed(
+                staging, failed, f"The launcher stopped on an error of its own: {exc!r}", status="launcher error"
+            )
+        raise
+    finally:
+        guard.release()
+
+
+def _launch_in(
+    study: Study, run: Run, root: Path, staging: Path, final: Path, failed: Path, token: str, timeout_s: float | None
+) -> Path:
+    """Everything between the staging folder's creation and its filing, under the guard."""
+    assert run.run_id is not None
+    write_json(staging / "spec.json", spec_document(study, run))
     command_file = staging / "command.sh"
     command_file.write_text(render_command(study, run, root))
     command_file.chmod(0o755)
-    token = uuid.uuid4().hex
     env = dict(os.environ, **{TOKEN_VAR: token})
     env.update(module_environment(study, env))
     container = exec_prefix(study, root)
@@ -225,14 +244,14 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
         **host_facts(),
         "versions": package_versions(),
     }
-    _write_json(staging / "job.json", job)
+    write_json(staging / "job.json", job)
     started = time.monotonic()
     before = None
     if study.site["launch"]["kind"] == "ray-srun":
 
         def before() -> Any:
             cluster = start_ray_cluster(study, run, root, staging, env, job)
-            _write_json(staging / "job.json", job)
+            write_json(staging / "job.json", job)
             return cluster
 
     code, status = execute(command_file, staging / "console.log", env, token, timeout_s, before)
@@ -249,8 +268,9 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
             job["status"] = status = "invalid metrics"
     job["problems"] = problems
     job["memory_evidence"] = memory_evidence(staging / "console.log") if status != "succeeded" else None
-    _write_json(staging / "job.json", job)
+    write_json(staging / "job.json", job)
     if lands_in_runs(run.series, status, job["memory_evidence"]):
+        (staging / TOKEN_FILE).unlink()  # its processes are gone; the run directory holds only the run
         staging.rename(final)
         if status != "succeeded":
             print(
@@ -259,8 +279,6 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
                 file=sys.stderr,
             )
         return final
-    failed = paths.results_dir(root) / "failed" / run.run_id / stamp
-    failed.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(staging), failed)
     detail = "; ".join(problems) if problems else f"exit status {code}"
+    failed = file_failed(staging, failed, f"run {run.run_id} {status} ({detail})")
     raise RunFailed(f"run {run.run_id} {status} ({detail}); its logs are in {failed}")

@@ -37,4 +37,29 @@ def plan_table(study: Study, plan: list[Run]) -> str:
     for run in plan:
         if run.pending:
             lines.append(f"  pending {run.dataset} {'+'.join(run.series)} n{run.nodes}: {run.pending}")
+    lines += site_replacements(study)
     return "\n".join(lines) + "\n"
+
+
+def site_note(study: Study) -> str | None:
+    """One line saying that the site changed the user's config, or None."""
+    if not study.site_replaced:
+        return None
+    return (
+        f"site '{study.site_name}' replaced {len(study.site_replaced)} value(s) of your config with its "
+        f"study_overrides (config/sites/{study.site_name}.yaml); `rlvr-scaling plan` lists them"
+    )
+
+
+def site_replacements(study: Study) -> list[str]:
+    """The values of the user's config the site replaced, and how to keep one's own."""
+    if not study.site_replaced:
+        return []
+    width = max(len(r.key) for r in study.site_replaced)
+    lines = [
+        f"Site '{study.site_name}' replaced these values of your config with its study_overrides "
+        f"(config/sites/{study.site_name}.yaml). To keep yours, set them with --set key=value, or "
+        "under `overrides:` in an extra --configfile; those win over the site:",
+    ]
+    lines += [f"  {r.key.ljust(width)}  {r.yours!r} -> {r.site!r}" for r in study.site_replaced]
+    return lines

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .errors import ConfigError
+from .errors import MISSING, ConfigError
 
 # Placeholders a site may use in container.binds and container.python (expanded by the launcher).
 CONTAINER_PLACEHOLDERS = ("python_prefix", "python_base_prefix", "repo")
@@ -62,7 +62,9 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str, Any, str]:
         expected = f"it is not a known key (allowed here: {', '.join(allowed)})" if allowed else "it is not allowed"
         return f"{prefix}{extra[0]}", error.instance[extra[0]], expected
     if error.validator == "required":
-        return key, None, error.message
+        missing = next((name for name in error.validator_value if name not in error.instance), "?")
+        prefix = f"{key}." if error.absolute_path else ""
+        return f"{prefix}{missing}", MISSING, "it is required here"
     if error.validator in ("anyOf", "oneOf") and error.context:
         inner = min(error.context, key=lambda e: len(e.message))
         return key, error.instance, f"it does not match the rule: {inner.message}"

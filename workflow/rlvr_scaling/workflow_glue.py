@@ -16,6 +16,7 @@ from .config import Study, study_from_dict
 from .errors import StudyError
 from .identity import canonical_json, digest
 from .plan import Run, build_plan, dataset_runs, find_run
+from .plan_view import site_note
 from .selection_io import read_selections
 
 
@@ -24,10 +25,13 @@ def load_or_exit(config: dict[str, Any]) -> Study:
     try:
         study = study_from_dict(config)
         study.require_account()
-        return study
     except StudyError as exc:
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    note = site_note(study)
+    if note:
+        print(f"rlvr-scaling: note: {note}", file=sys.stderr)
+    return study
 
 
 class Lookup:
