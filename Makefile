@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= 2
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench clean engine-lock
 
 $(STAMP): envs/local.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/plan_speed.py
+
+# The CPU engine image installs exactly the versions this environment is tested with.
+engine-lock: $(STAMP)
+	head -3 containers/cpu-engine-lock.txt > containers/cpu-engine-lock.txt.new
+	$(BIN)/pip freeze --all | grep -v -E '^(-e |rlvr-scaling|rlvr_scaling|pip==|setuptools==)' >> containers/cpu-engine-lock.txt.new
+	mv containers/cpu-engine-lock.txt.new containers/cpu-engine-lock.txt
 
 clean:
 	rm -rf results .snakemake

@@ -19,6 +19,7 @@ STUDY_ARGS = f"--config {STUDY_FILE}"
 ENV = "../envs/workflow.yaml"
 MODEL_DIR = f"results/models/{SITE}"
 BUNDLE = f"results/bundle/{STUDY.config['study']['name']}-{SITE}.tar.gz"
+PREFLIGHT = f"results/preflight/{SITE}.json"
 
 
 wildcard_constraints:
@@ -62,7 +63,12 @@ def dataset_summaries(wildcards):
 
 
 def container_image():
-    return [f"results/containers/{SITE}/verl.sif"] if STUDY.site["container"] else []
+    if not STUDY.site["container"]:
+        return []
+    return [
+        f"results/containers/{SITE}/verl.sif",
+        f"results/containers/{SITE}/verl.json",
+    ]
 
 
 INDEXES = expand("results/index/{dataset}.json", dataset=DATASETS)

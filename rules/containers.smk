@@ -20,10 +20,15 @@ rule container_image:
     input:
         "results/containers/{site}/verl.def",
     output:
-        "results/containers/{site}/verl.sif",
+        image="results/containers/{site}/verl.sif",
+        record="results/containers/{site}/verl.json",
     log:
         "results/logs/containers/{site}-build.log",
     conda:
         ENV
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
     shell:
-        "apptainer build --fakeroot {output} {input} > {log} 2>&1"
+        "{params.cli} container-build {params.study} --definition {input} --image {output.image}"
+        " --record {output.record} > {log} 2>&1"

@@ -1,11 +1,42 @@
 # One job per run of the plan; the sweep's selection (a checkpoint) decides the scaling runs.
 
 
+rule preflight:
+    input:
+        data=[dataset_files(dataset) for dataset in DATASETS],
+        model=MODEL_DIR,
+        container=container_image(),
+    output:
+        "results/preflight/{site}.json",
+    log:
+        "results/logs/preflight/{site}.log",
+    conda:
+        ENV
+    threads: STUDY.site["hardware"]["cpus_per_node"]
+    resources:
+        nodes=PLAN.preflight_resources("nodes"),
+        tasks_per_node=PLAN.preflight_resources("tasks_per_node"),
+        cpus_per_task=PLAN.preflight_resources("cpus_per_task"),
+        mem_mb=PLAN.preflight_resources("mem_mb"),
+        runtime=PLAN.preflight_resources("runtime"),
+        slurm_partition=PLAN.preflight_resources("slurm_partition"),
+        slurm_account=PLAN.preflight_resources("slurm_account"),
+        slurm_extra=PLAN.preflight_resources("slurm_extra"),
+        mpi="srun",
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
+    shell:
+        "{params.cli} preflight {params.study} --output {output} > {log} 2>&1"
+
+
 rule run:
     input:
         data=lambda wc: dataset_files(PLAN.run(wc.run_id).dataset),
         model=MODEL_DIR,
         container=container_image(),
+        # Every run waits for the site's preflight; its age never makes a run outdated.
+        preflight=ancient(PREFLIGHT),
     output:
         directory("results/runs/{run_id}"),
     log:

@@ -19,11 +19,12 @@ from typing import Any
 from rlvr_scaling import cli, paths
 from rlvr_scaling.config import Study, load_study, read_yaml
 from rlvr_scaling.container import exec_prefix
-from rlvr_scaling.launch import run_environment, spec_document
+from rlvr_scaling.launch import spec_document
 from rlvr_scaling.outcome import memory_evidence
 from rlvr_scaling.plan import Run, build_plan
 from rlvr_scaling.provenance import host_facts, package_versions
 from rlvr_scaling.results_io import StudyResults, load_results
+from rlvr_scaling.run_environment import environment_templates
 
 PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.yaml")["selection"]
 # GSM8K stays unpinned so that its sweep is in the plan and the selection is made from it; DAPO is
@@ -178,7 +179,7 @@ def _job(study: Study, run: Run, root: Path, status: str, exit_status: int) -> d
         "workers": run.nodes * run.gpus_per_node,
         "launcher": study.site["launch"]["kind"],
         "container": {"image": container[-1], "command": container} if container else None,
-        "environment": run_environment(study),
+        "environment": environment_templates(study),
         "slurm_job_id": str(10_000_000 + run.nodes * 1000 + (run.prompts or 0)),
         **host_facts(),
         "versions": package_versions(),

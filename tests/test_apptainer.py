@@ -4,9 +4,11 @@ Apptainer (tests/apptainer/install.sh) and sets RLVR_REQUIRE_APPTAINER=1."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 
 from .conftest import REPO, SLURM_TEST_ACCOUNT
 from .test_local_study import check_run_directory
+from .test_slurm import jobs_since, our_jobs_gone, slurm_now
 from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, token_processes
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm-cluster")]
@@ -48,6 +51,34 @@ def engine_process(command: str) -> bool:
 
 
 def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "RLVR_SLURM_ACCOUNT": SLURM_TEST_ACCOUNT}
+    results = apptainer_workdir / "results"
+    # First an engine the image lacks (vLLM): the workflow builds the image, the preflight fails in
+    # it naming the module, and no run is submitted.
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(TWO_NODES + "  parallel.rollout.engine: vllm\n")
+    time.sleep(1)  # sacct -S has one-second resolution
+    start = slurm_now()
+    failed = subprocess.run(
+        [SNAKEMAKE, *PROFILES, "--configfile", str(broken)],
+        cwd=apptainer_workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,
+    )
+    output = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "Error in rule preflight" in output, output[-4000:]
+    assert "rule run:" not in output and not (results / "runs").exists()
+    log = (results / "logs" / "preflight" / "ci-apptainer.log").read_text()
+    assert "module vllm does not import in the engine's Python" in log, log[-3000:]
+    refused = json.loads((results / "preflight" / "ci-apptainer.failed.json").read_text())
+    assert refused["engine"]["executable"] == "/opt/venv/bin/python3" and refused["engine"]["python"] == "3.11.2"
+    assert refused["ray_two_nodes"]["formed"] is True and len(refused["ray_two_nodes"]["node_list"]) == 2
+    jobs = jobs_since(start)
+    assert len(jobs) == 2, jobs  # the image build and the preflight, no run
+    our_jobs_gone()
+
     study = tmp_path / "study.yaml"
     study.write_text(TWO_NODES)
     process = subprocess.Popen(
@@ -56,30 +87,41 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "RLVR_SLURM_ACCOUNT": SLURM_TEST_ACCOUNT},
+        env=env,
     )
     seen: dict[int, tuple[str, bool]] = {}  # every process of the run: its command, inside the image?
+    executables: dict[int, str] = {}  # ...and the program it runs (as the process sees its files)
     deadline = time.monotonic() + 1500
     while process.poll() is None and time.monotonic() < deadline:
         for pid, command in token_processes():
             # A Ray worker renames itself (ray::WorkerDict...) once it hosts an actor, and Apptainer's
             # starter becomes the contained process by exec: keep the latest of both.
             seen[pid] = (command, in_container(pid) or (pid in seen and seen[pid][1]))
+            try:
+                executables[pid] = os.readlink(f"/proc/{pid}/exe")
+            except OSError:
+                pass
         time.sleep(0.5)
     if process.poll() is None:
         process.kill()
     output = process.communicate()[0]
     assert process.returncode == 0, output[-4000:]
 
-    results = apptainer_workdir / "results"
     image = results / "containers" / "ci-apptainer" / "verl.sif"
     inspect = subprocess.run(["apptainer", "inspect", "--labels", str(image)], capture_output=True, text=True)
     assert "org.rlvr-scaling.verl: 0.9.1" in inspect.stdout, inspect.stdout + inspect.stderr
+    # The build's record: digests, and the packages inside, which every run's job.json repeats.
+    record = json.loads((results / "containers" / "ci-apptainer" / "verl.json").read_text())
+    assert record["image"]["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
+    assert record["packages"]["verl"] == "0.9.1" and record["packages"]["torch"] == "2.13.0+cpu"
     runs = list((results / "runs").iterdir())
     assert len(runs) == 1 and "-n2-" in runs[0].name
     check_run_directory(runs[0], steps=3)
     job = json.loads((runs[0] / "job.json").read_text())
     assert job["container"]["image"] == str(image.resolve())
+    assert job["container"]["image"] == record["image"]["path"]
+    assert job["container"]["sha256"] == record["image"]["sha256"]
+    assert job["container"]["packages"]["ray"] == "2.60.0" and job["container"]["base_image"]["sha256"]
     assert len(job["node_list"]) == 2
     assert "singularity exec" in (runs[0] / "command.sh").read_text()
 
@@ -90,4 +132,15 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert len(workers) >= 2, sorted(c for c, _ in seen.values())
     engine = [(c, inside) for c, inside in seen.values() if engine_process(c)]
     assert [c[:100] for c, inside in engine if not inside] == []
+    # The image's own Python ran all of it, the join probe too: no process of the run used the host's
+    # Python (a different patch release, which Ray would refuse to mix with the image's).
+    host_python = (sys.prefix, sys.base_prefix, os.path.realpath(sys.executable))
+    used_host = sorted({exe for exe in executables.values() if exe.startswith(host_python)})
+    assert used_host == [], used_host
+    pythons = {exe for pid, exe in executables.items() if "python" in os.path.basename(exe)}
+    assert pythons and all(exe.startswith("/usr/bin/python3") for exe in pythons), pythons
+    probe = [c for c, inside in seen.values() if "ray.nodes()" in c or "get_node_ip_address" in c]
+    assert probe, "the join probe was not seen"
+    passed = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
+    assert passed["problems"] == [] and passed["image"]["image"]["sha256"] == record["image"]["sha256"]
     assert_no_run_processes()

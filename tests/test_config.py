@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from rlvr_scaling.config import load_site, load_study, typed_command_line
+from rlvr_scaling.config import load_site, load_study, read_value, typed_command_line
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.plan import build_plan
 from rlvr_scaling.plan_view import plan_table
@@ -24,7 +25,12 @@ def test_lumi_study_encodes_the_published_settings() -> None:
     assert cfg["datasets"]["gsm8k"]["max_response_length"] == 1024
     assert cfg["datasets"]["dapo_math"]["max_response_length"] == 8192
     assert cfg["datasets"]["gsm8k"]["memory"]["recompute"] is False
-    assert cfg["datasets"]["dapo_math"]["memory"] == {"recompute": True, "offload": True, "token_budget": 10240}
+    assert cfg["datasets"]["dapo_math"]["memory"] == {
+        "recompute": True,
+        "offload": True,
+        "token_budget": 10240,
+        "gpu_memory_utilization": 0.75,  # ours: the study freed memory for DAPO's generation
+    }
     assert cfg["scaling"] == {
         "weak_nodes": [1, 2, 4, 8, 16],
         "strong_nodes": [1, 2, 4, 8, 16],
@@ -91,7 +97,7 @@ def test_pinned_selection_outside_the_grid_warns() -> None:
 
 
 def test_unknown_site_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="known sites: ci-apptainer, ci-slurm, local, lumi"):
+    with pytest.raises(ConfigError, match="known sites: ci-apptainer, ci-slurm, local, lumi, nvidia-example"):
         load_study(site="nowhere")
 
 
@@ -168,3 +174,42 @@ def test_command_line_values_inside_a_mapping_are_typed_like_set() -> None:
     assert typed["overrides"] == {"algorithm.steps": 5, "scaling.weak_nodes": [1, 2]}
     assert typed["model"]["revision"] == "2024"  # a string in a config file stays a string
     assert typed["site"] == "local"
+
+
+def test_command_line_values_merged_with_config_files_are_still_typed() -> None:
+    # --config 'algorithm={"steps": 5}' is merged into config.yaml's algorithm section, and
+    # --config 'overrides={...}' into an extra --configfile's overrides: each leaf is re-read.
+    merged = {"algorithm": {"name": "grpo", "steps": "5"}, "overrides": {"scaling.weak_nodes": "[1]", "x.y": "keep"}}
+    command_line = {"algorithm": {"steps": "5"}, "overrides": {"scaling.weak_nodes": "[1]"}}
+    typed = typed_command_line(merged, command_line)
+    assert typed["algorithm"] == {"name": "grpo", "steps": 5}
+    assert typed["overrides"] == {"scaling.weak_nodes": [1], "x.y": "keep"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1e-6", 1e-6), ("010", 10), ("yes", "yes"), ("12:30", "12:30"), ("2024-01-01", "2024-01-01"), ("[1, 2]", [1, 2])],
+)
+def test_command_line_values_read_as_numbers_first_and_never_as_yaml_1_1_surprises(text: str, value: object) -> None:
+    assert read_value(text) == value and type(read_value(text)) is type(value)
+
+
+def test_a_section_the_site_supplies_may_be_left_out_of_the_users_config(tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    del config["model"]  # the local site brings its tiny model
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert load_study(path).config["model"]["name"] == "tiny-qwen3"
+    with pytest.raises(ConfigError) as caught:
+        load_study(path, site="lumi")
+    assert caught.value.key == "model" and "is missing" in str(caught.value)
+
+
+def test_the_effective_config_is_read_as_json_so_small_numbers_stay_numbers(tmp_path: Path) -> None:
+    # The rules hand each step results/.study/config-*.json; YAML 1.1 reads JSON's 1e-05 as text.
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["overrides"] = {"datasets.gsm8k.estimate.seconds_per_trajectory": 0.00001}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert "1e-05" in path.read_text()
+    assert load_study(path).dataset("gsm8k")["estimate"]["seconds_per_trajectory"] == 0.00001

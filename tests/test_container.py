@@ -23,20 +23,37 @@ def test_a_site_without_a_container_runs_this_python() -> None:
 def test_lumi_runs_the_images_python_with_its_binds_and_the_results_tree(tmp_path: Path) -> None:
     study = load_study(site="lumi")
     command = python_command(study, tmp_path)
-    assert command[:2] == ["singularity", "exec"] and command[-1] == "python3"
+    assert command[:2] == ["singularity", "exec"] and command[-1] == "/opt/venv/bin/python3"
     binds = command[3].split(",")
     assert "/pfs" in binds and "/appl" in binds and str(tmp_path.resolve()) in binds
     assert command[4] == str(tmp_path.resolve() / "results" / "containers" / "lumi" / "verl.sif")
     definition = render_definition(study)
-    assert "From: /appl/local/laifs/containers/lumi-multitorch-latest.sif" in definition
-    assert "verl[verl-core]==0.9.1" in definition
+    # A pinned release, never a floating `latest` link; the Megatron bridge verl 0.9.1 imports.
+    assert "From: /appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260807_115122/" in definition
+    assert "latest" not in definition
+    assert '"verl[verl-core,megatron]==0.9.1"' in definition
+    assert "--constraint /opt/rlvr-scaling-keep.txt" in definition and "%files" not in definition
 
 
-def test_the_test_site_binds_this_python_environment_in(tmp_path: Path) -> None:
-    command = python_command(load_study(site="ci-apptainer"), tmp_path)
-    binds = command[3].split(",")
-    assert sys.prefix in binds and sys.base_prefix in binds and str(REPO) in binds
-    assert command[-1] == f"{sys.prefix}/bin/python3"
+def test_the_test_site_runs_its_images_own_python_and_binds_no_python_environment(tmp_path: Path) -> None:
+    study = load_study(site="ci-apptainer")
+    command = python_command(study, tmp_path)
+    assert command[-1] == "/opt/venv/bin/python3"
+    assert command[2:4] == ["--env", f"PYTHONPATH={REPO}/workflow"]
+    binds = command[5].split(",")
+    assert binds == [f"{REPO}/workflow:{REPO}/workflow:ro", str(tmp_path.resolve())]
+    assert not any(sys.prefix in b or sys.base_prefix in b for b in binds)
+    definition = render_definition(study)
+    assert f"{REPO}/containers/cpu-engine-lock.txt /opt/rlvr-scaling-lock.txt" in definition
+    assert "--constraint /opt/rlvr-scaling-lock.txt" in definition
+    assert "From: /var/lib/rlvr-apptainer/bookworm-venv-torch.sif" in definition
+
+
+def test_the_engine_lock_pins_what_the_local_engine_is_tested_with() -> None:
+    lock = (REPO / "containers" / "cpu-engine-lock.txt").read_text().splitlines()
+    pins = dict(line.split("==", 1) for line in lock if "==" in line)
+    assert pins["verl"] == "0.9.1" and pins["torch"] == "2.13.0+cpu"
+    assert not any(line.startswith("-e") for line in lock)
 
 
 def test_unknown_placeholders_in_binds_are_rejected_before_anything_runs() -> None:

@@ -7,7 +7,9 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from rlvr_scaling.config import load_study
+from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.plan import build_plan
 
 from .conftest import PYTHON, REPO
@@ -121,3 +123,27 @@ def test_output_into_a_closed_pipe_ends_quietly() -> None:
     errors = process.stderr.read().decode()
     assert process.wait(timeout=60) == 128 + signal.SIGPIPE, errors
     assert errors == ""
+
+
+def test_each_dataset_has_its_own_generation_memory_share_and_lumi_runs_eager() -> None:
+    study = load_study(site="lumi", sets=["selection.gsm8k=100", "selection.dapo_math=10"])
+    plan = build_plan(study, {}, Path("."))
+    shares = {run.dataset: next(a for a in run.verl_args if "rollout.gpu_memory_utilization=" in a) for run in plan}
+    assert shares["gsm8k"].endswith("=0.6") and shares["dapo_math"].endswith("=0.75")
+    assert all("actor_rollout_ref.rollout.enforce_eager=True" in run.verl_args for run in plan)
+
+
+def test_a_run_over_the_partitions_walltime_is_an_error_not_a_silent_cap() -> None:
+    study = load_study(site="lumi", sets=["algorithm.steps=400", "selection.dapo_math=10", "only_datasets=[dapo_math]"])
+    with pytest.raises(ConfigError) as caught:
+        build_plan(study, {}, Path("."))
+    assert caught.value.key == "datasets.dapo_math.estimate.seconds_per_trajectory"
+    assert "over site 'lumi''s longest job of 2880 min" in str(caught.value)
+
+
+def test_start_up_grows_with_the_node_count_in_the_time_limit() -> None:
+    study = load_study(site="lumi", sets=["selection.gsm8k=100", "selection.dapo_math=10"])
+    runs = {(r.dataset, r.nodes, tuple(r.series)): r for r in build_plan(study, {}, Path("."))}
+    one, sixteen = runs[("dapo_math", 1, ("weak",))], runs[("dapo_math", 16, ("weak",))]
+    # Weak scaling: the same work per node, so only the start-up differs: 3 min per doubling x 4.
+    assert sixteen.estimate["runtime_minutes"] - one.estimate["runtime_minutes"] == pytest.approx(12)

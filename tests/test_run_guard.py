@@ -16,7 +16,14 @@ import time
 import uuid
 from pathlib import Path
 
-from rlvr_scaling.failed_runs import NOTE, TOKEN_FILE, recover_leftovers
+from rlvr_scaling.failed_runs import (
+    LAUNCHER_FILE,
+    NOTE,
+    TOKEN_FILE,
+    launcher_alive,
+    recover_leftovers,
+    write_launcher_identity,
+)
 from rlvr_scaling.process_cleanup import TOKEN_VAR, processes_with_token
 
 from .conftest import PYTHON
@@ -31,12 +38,12 @@ LAUNCHER = textwrap.dedent(
     from rlvr_scaling.process_cleanup import TOKEN_VAR
     from rlvr_scaling.watchdog import Guard
 
-    token, staging, failed, release = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] == "release"
+    token, staging, failed, release = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
     guard = Guard(token, staging, failed)
     trainer = subprocess.Popen(["sleep", "300"], env=dict(os.environ, **{TOKEN_VAR: token}), start_new_session=True)
     print(trainer.pid, flush=True)
-    if release:
-        guard.release()
+    if release != "keep":
+        guard.release(done=release == "done")
     time.sleep(300)
     """
 )
@@ -59,9 +66,9 @@ def _staging(root: Path, stamp: str = "20261130T120000Z", pid: int = 4242, run_i
     return staging
 
 
-def _start_launcher(staging: Path, failed: Path, token: str, release: bool) -> tuple[subprocess.Popen, int]:
+def _start_launcher(staging: Path, failed: Path, token: str, release: str) -> tuple[subprocess.Popen, int]:
     launcher = subprocess.Popen(
-        [PYTHON, "-c", LAUNCHER, token, str(staging), str(failed), "release" if release else "keep"],
+        [PYTHON, "-c", LAUNCHER, token, str(staging), str(failed), release],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as the workflow's: killed whole below
@@ -74,7 +81,7 @@ def test_a_killed_launcher_takes_its_run_down_and_files_it(tmp_path: Path) -> No
     staging = _staging(tmp_path)
     failed = tmp_path / "results" / "failed" / RUN_ID / "20261130T120000Z"
     token = uuid.uuid4().hex
-    launcher, trainer = _start_launcher(staging, failed, token, release=False)
+    launcher, trainer = _start_launcher(staging, failed, token, release="keep")
     assert processes_with_token(token) == [trainer]
     os.killpg(launcher.pid, signal.SIGKILL)  # the trainer is in another session: this does not reach it
     launcher.wait()
@@ -92,7 +99,7 @@ def test_a_released_guard_leaves_the_run_alone(tmp_path: Path) -> None:
     staging = _staging(tmp_path)
     failed = tmp_path / "results" / "failed" / RUN_ID / "x"
     token = uuid.uuid4().hex
-    launcher, trainer = _start_launcher(staging, failed, token, release=True)
+    launcher, trainer = _start_launcher(staging, failed, token, release="done")
     try:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
@@ -144,3 +151,29 @@ def test_the_guard_ignores_the_signals_meant_for_the_run(tmp_path: Path) -> None
     os.write(write_end, b"done\n")
     os.close(write_end)
     assert guard.wait(timeout=20) == 0 and staging.is_dir()
+
+
+def test_a_launcher_whose_cleanup_was_interrupted_leaves_the_ending_to_its_guard(tmp_path: Path) -> None:
+    # release(done=False): e.g. a second Ctrl-C during the launcher's own cleanup.
+    staging = _staging(tmp_path)
+    failed = tmp_path / "results" / "failed" / RUN_ID / "x"
+    token = uuid.uuid4().hex
+    launcher, _trainer = _start_launcher(staging, failed, token, release="interrupted")
+    try:
+        assert _wait_until(lambda: not processes_with_token(token)), "the guard did not end the run's processes"
+    finally:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+
+
+def test_a_staging_folder_of_a_live_launch_is_left_alone(tmp_path: Path) -> None:
+    # A Slurm job of a killed workflow still runs, or a launch by hand: its folder is not filed.
+    staging = _staging(tmp_path)
+    write_launcher_identity(staging)  # this test process: alive
+    assert launcher_alive(staging) is True
+    assert recover_leftovers(tmp_path, RUN_ID) == [] and staging.is_dir()
+    owner = json.loads((staging / LAUNCHER_FILE).read_text())
+    (staging / LAUNCHER_FILE).write_text(json.dumps({**owner, "start_ticks": "1"}))  # the pid reused
+    assert launcher_alive(staging) is False
+    (staging / LAUNCHER_FILE).write_text(json.dumps({**owner, "host": "elsewhere", "slurm_job_id": None}))
+    assert launcher_alive(staging) is None and recover_leftovers(tmp_path, RUN_ID) == []

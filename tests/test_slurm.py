@@ -14,7 +14,7 @@ import pytest
 from rlvr_scaling.metrics_file import read_metrics_jsonl
 
 from .conftest import SLURM_TEST_ACCOUNT
-from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake
+from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes
 
 # One test worker owns the Slurm cluster (the tests count its queue): see workflow_helpers.
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm-cluster")]
@@ -143,6 +143,13 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     _wait_for_step(slurm_workdir, process, 2)
     job_ids = squeue("-u", "root", "-o", "%i").split()
     assert len(job_ids) == 1
+    # The site's RLVR_SLURM_JOB: ${SLURM_JOB_ID} reached verl's Ray workers expanded (through
+    # `ray start`'s environment, not command.sh's shell).
+    workers = [pid for pid, command in token_processes() if command.startswith("ray::")]
+    assert workers, "no Ray worker of the run was found"
+    for pid in workers:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"RLVR_SLURM_JOB={job_ids[0]}".encode() in environ, [e for e in environ if b"RLVR_SLURM" in e]
     subprocess.run(["scancel", job_ids[0]], check=True)
     output, _ = process.communicate(timeout=600)
     assert process.returncode != 0 and "Error in rule run" in output
@@ -160,7 +167,12 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
 def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_path: Path) -> None:
     # A run that cannot finish inside its limit on any host: 100,000 steps against 2 minutes.
     steps = 100_000
-    config = study_file(tmp_path, LONG_RUN.replace("algorithm.steps: 200", f"algorithm.steps: {steps}"))
+    # The estimate says it fits (a plan over the partition's walltime stops before submitting).
+    config = study_file(
+        tmp_path,
+        LONG_RUN.replace("algorithm.steps: 200", f"algorithm.steps: {steps}")
+        + "  datasets.gsm8k.estimate.seconds_per_trajectory: 0.00001\n",
+    )
     process = _start(slurm_workdir, config, "--set-resources", "run:runtime=2")
     output, _ = process.communicate(timeout=900)
     assert process.returncode != 0 and "Error in rule run" in output
@@ -211,7 +223,8 @@ def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
         subprocess.run(["scancel", "-u", "root"], check=True)
         output, _ = process.communicate(timeout=300)
         assert process.returncode != 0, output[-3000:]  # cancelled while pending: reported, not hung
-        assert "Error in rule run" in output, output[-3000:]
+        # The first job to wait is the preflight, ahead of every run.
+        assert "Error in rule preflight" in output, output[-3000:]
     finally:
         subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=resume"], check=False)
         our_jobs_gone()

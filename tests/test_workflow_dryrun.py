@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rlvr_scaling.config import load_study
+from rlvr_scaling.container import python_command
 
 from .conftest import PYTHON, REPO
 from .workflow_helpers import snakemake
@@ -44,7 +46,12 @@ def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None
     output = snakemake(
         lumi_workdir, "--profile", "lumi", "-n", "--configfile", "config/published-selection.yaml", env=ACCOUNT
     ).stdout
-    assert job_counts(output)["run"] == 18
+    counts = job_counts(output)
+    assert counts["run"] == 18 and counts["preflight"] == 1
+    # The preflight comes first: every run waits for it; two nodes of small-g, 20 minutes.
+    preflight = next(b for b in output.split("\n\n") if "rule preflight:" in b)
+    assert "nodes=2" in preflight and "slurm_partition=small-g" in preflight and "runtime=20" in preflight
+    assert output.index("rule preflight:") < output.index("rule run:")
     blocks = [b for b in output.split("\n\n") if "rule run:" in b]
     resources = [re.search(r"resources: (.*)", b).group(1) for b in blocks]
     assert len(resources) == 18
@@ -104,3 +111,20 @@ def test_config_overrides_on_the_command_line_are_typed(workdir: Path) -> None:
     run_ids = {run["run_id"] for run in json.loads(plan.stdout) if run["run_id"]}
     assert run_ids and all(f"results/runs/{run_id}" in dry for run_id in run_ids)
     assert all(run["steps"] == 5 for run in json.loads(plan.stdout))
+
+
+def test_the_nvidia_example_site_plans_and_dry_runs_with_its_gpus_in_the_image(workdir: Path) -> None:
+    config = ("--config", "site=nvidia-example", "slurm_account=proj_1", "selection={gsm8k: 100, dapo_math: 10}")
+    counts = job_counts(snakemake(workdir, "-n", *config).stdout)
+    assert counts["run"] == 18 and counts["container_image"] == 1
+    plan = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "plan", "--json", "--site", "nvidia-example", "--set", "slurm_account=proj_1"],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        check=True,
+    )
+    runs = [run for run in json.loads(plan.stdout) if run["run_id"]]
+    assert runs and all(run["slurm"]["gpus_per_node"] == 8 and run["slurm"]["partition"] == "gpu" for run in runs)
+    command = python_command(load_study(site="nvidia-example"), workdir)
+    assert command[:3] == ["singularity", "exec", "--nv"] and command[-1] == "python3"

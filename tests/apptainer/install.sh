@@ -8,6 +8,7 @@ set -euo pipefail
 
 PREFIX=${1:-/opt/rlvr-apptainer}
 BASE_IMAGE=${RLVR_APPTAINER_BASE:-/var/lib/rlvr-apptainer/bookworm-minbase.sif}
+VENV_BASE_IMAGE=${RLVR_APPTAINER_VENV_BASE:-/var/lib/rlvr-apptainer/bookworm-venv-torch.sif}
 log() { echo "apptainer-install: $*" >&2; }
 
 debian_mirror() {
@@ -98,10 +99,48 @@ build_base_image() {
   rm -rf "$rootfs"
 }
 
+build_venv_torch_base() {
+  # The test machine's stand-in for a LUMI AI Factory image: a Python of its own (Debian's 3.11.2, so
+  # any mix with the host's 3.11.x fails loudly) in /opt/venv with torch already installed. The
+  # workflow adds verl and Ray on top with the same definition as on LUMI (containers/verl-venv.def.in).
+  [ -s "$VENV_BASE_IMAGE" ] && return
+  local wheels=${PIP_FIND_LINKS:-/opt/wheels} def
+  def=$(mktemp --suffix=.def)
+  cat > "$def" <<DEF
+Bootstrap: localimage
+From: $BASE_IMAGE
+
+%labels
+    org.rlvr-scaling.role venv-torch-base
+    org.rlvr-scaling.torch 2.13.0+cpu
+
+%post
+    set -eu
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null
+    apt-get clean
+    rm -rf /var/lib/apt/lists/*
+    python3 -m venv /opt/venv
+    # /mnt: the machine's CPU torch wheel (pip install torch==2.13.0 takes it; anything else is GBs).
+    PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 /opt/venv/bin/pip install -q --find-links /mnt torch==2.13.0
+
+%environment
+    export PATH=/opt/venv/bin:\$PATH
+DEF
+  # The host's CA bundle at build time only: this network intercepts TLS (not baked into the image).
+  apptainer build --fakeroot --force --bind "$wheels:/mnt" \
+    --bind /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt \
+    --mksquashfs-args "-comp zstd -Xcompression-level 3" "$VENV_BASE_IMAGE" "$def" >/dev/null
+  rm -f "$def"
+}
+
 install_host_packages
 install_apptainer
 configure
 build_base_image
+build_venv_torch_base
 apptainer --version
 apptainer exec "$BASE_IMAGE" /bin/true
-log "ready: $(command -v apptainer), base image $BASE_IMAGE"
+apptainer exec "$VENV_BASE_IMAGE" /opt/venv/bin/python -W ignore -c 'import torch; print("venv base: torch", torch.__version__)'
+log "ready: $(command -v apptainer), base images $BASE_IMAGE $VENV_BASE_IMAGE"

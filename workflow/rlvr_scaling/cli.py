@@ -247,6 +247,44 @@ def cmd_container_definition(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_container_build(args: argparse.Namespace) -> int:
+    from .container_build import build_image
+
+    facts = build_image(_load(args), Path(args.definition), Path(args.image), Path(args.record))
+    print(f"image: {args.image} sha256 {facts['image']['sha256']}; base sha256 {facts['base_image']['sha256']}")
+    return 0
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from .failed_runs import write_json
+    from .preflight import check, runs_to_check
+
+    study = _load(args)
+    root = Path(args.root)
+    record = check(study, runs_to_check(study, root), root)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    engine = record["engine"]
+    print(
+        f"preflight on site '{study.site_name}': Python {engine.get('python')}, "
+        + ", ".join(f"{k} {v}" for k, v in engine.get("versions", {}).items() if v)
+        + f"; {record['runs_checked']} runs composed"
+    )
+    if record["problems"]:
+        # The evidence stays beside the output Snakemake would delete.
+        evidence = output.with_name(f"{output.stem}.failed.json")
+        write_json(evidence, record)
+        print(
+            f"rlvr-scaling: preflight found {len(record['problems'])} problem(s) (record: {evidence}):", file=sys.stderr
+        )
+        for problem in record["problems"]:
+            print(f"  - {problem}", file=sys.stderr)
+        return 1
+    write_json(output, record)
+    print(f"preflight passed: {output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr-scaling", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -328,6 +366,16 @@ def build_parser() -> argparse.ArgumentParser:
     _study_args(definition)
     definition.add_argument("--output", required=True)
     definition.set_defaults(func=cmd_container_definition)
+    preflight = sub.add_parser("preflight", help="check the engine stack on the site before any run")
+    _study_args(preflight)
+    preflight.add_argument("--output", required=True, help="results/preflight/<site>.json")
+    preflight.set_defaults(func=cmd_preflight)
+    build = sub.add_parser("container-build", help="build the site's image and record its digests and packages")
+    _study_args(build)
+    build.add_argument("--definition", required=True)
+    build.add_argument("--image", required=True)
+    build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
+    build.set_defaults(func=cmd_container_build)
     return parser
 
 

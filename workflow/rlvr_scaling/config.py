@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
+import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,28 +62,51 @@ class Study:
 
 
 def read_yaml(path: Path) -> Any:
+    """A YAML file, or a JSON one (the effective config the rules hand to each step) read as JSON:
+    YAML 1.1 would read JSON's 1e-05 as text."""
     try:
         with open(path) as handle:
+            if path.suffix == ".json":
+                return json.load(handle)
             return yaml.safe_load(handle)
     except FileNotFoundError:
         raise StudyError(f"File not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise StudyError(f"{path} is not valid YAML: {exc}") from None
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise StudyError(f"{path} is not valid {path.suffix.lstrip('.').upper() or 'YAML'}: {exc}") from None
+
+
+def read_value(text: str) -> Any:
+    """A value typed on a command line: a number when int() or float() reads it (1e-6, 010 = 10),
+    else YAML ([1, 2], true, null, text). YAML 1.1's other readings stay text: yes/on are not booleans,
+    1:30 and 0x10 not numbers, 2024-01-01 not a date."""
+    stripped = text.strip()
+    for number in (int, float):
+        try:
+            return number(stripped)
+        except ValueError:
+            pass
+    try:
+        value = yaml.safe_load(stripped)
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, bool):
+        return value if stripped.lower() in ("true", "false") else text
+    if isinstance(value, float) and not math.isfinite(value):
+        return value  # .nan, .inf: kept as numbers, so the check names them as not finite
+    if isinstance(value, int | float | dt.date):
+        return text
+    return value
 
 
 def parse_set(assignment: str) -> tuple[list[str], Any]:
-    """'a.b.c=value' -> (['a','b','c'], parsed value); the value is read as YAML (1, true, [1,2])."""
+    """'a.b.c=value' -> (['a','b','c'], parsed value); the value is read by read_value (1, true, [1,2])."""
     if "=" not in assignment:
         raise ConfigError("--set", assignment, "each --set must look like dotted.key=value")
     key, raw = assignment.split("=", 1)
     parts = key.strip().split(".")
     if not all(parts):
         raise ConfigError("--set", assignment, "the key must be a dotted path such as scaling.weak_nodes")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError:
-        value = raw
-    return parts, value
+    return parts, read_value(raw) if raw.strip() else None
 
 
 def set_dotted(config: dict[str, Any], parts: list[str], value: Any) -> None:
@@ -131,30 +157,36 @@ def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
     return site
 
 
+def _retyped(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _retyped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_retyped(item) for item in value]
+    return read_value(value) if isinstance(value, str) and value.strip() else value
+
+
+def _retype_leaves(target: dict[str, Any], command_line: dict[str, Any], top: bool) -> None:
+    for key, value in command_line.items():
+        if key not in target:
+            continue
+        if isinstance(value, dict):
+            if isinstance(target[key], dict):
+                _retype_leaves(target[key], value, top=False)
+        elif (isinstance(value, list) or not top) and target[key] == value:
+            # Still what the command line said (--config is merged last): read it as --set would.
+            target[key] = _retyped(value)
+
+
 def typed_command_line(config: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:
-    """The config with the nested values of Snakemake's --config read as YAML, as --set reads them.
+    """The config with the values of Snakemake's --config read as --set reads them.
 
     Snakemake types a top-level `--config key=value` (int, float, bool) but reads the inside of a
-    mapping with YAML's base loader, so `overrides={"algorithm.steps": 5}` arrives as the string '5'.
-    Only values that came from the command line are re-read: strings in config files stay strings.
+    mapping with YAML's base loader, so `overrides={"algorithm.steps": 5}` arrives as the string '5',
+    also after it is merged with an `overrides:` from a config file. Each leaf that still holds the
+    command line's string is re-read; strings that came from config files stay strings.
     """
     typed = copy.deepcopy(config)
-
-    def retype(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {key: retype(item) for key, item in value.items()}
-        if isinstance(value, list):
-            return [retype(item) for item in value]
-        if isinstance(value, str):
-            try:
-                return yaml.safe_load(value) if value.strip() else value
-            except yaml.YAMLError:
-                return value
-        return value
-
-    for key, value in command_line.items():
-        if isinstance(value, dict | list) and typed.get(key) == value:
-            typed[key] = retype(value)
+    _retype_leaves(typed, command_line, top=True)
     return typed
 
 
@@ -231,7 +263,8 @@ def study_from_dict(
     site_name = user.setdefault("site", "local")
     if not isinstance(site_name, str):
         raise ConfigError("site", site_name, "it must be the name of a file in config/sites/")
-    check_schema(user, paths.CONFIG_SCHEMA, source="config")
+    # Values as written; a section the site supplies may be missing (checked with the site below).
+    check_schema(user, paths.CONFIG_SCHEMA, source="config", ignore_required=True)
     site_def = load_site(site_name)
     site_overrides = site_study(site_def, user)
     config = deep_merge(user, site_overrides)

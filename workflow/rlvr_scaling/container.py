@@ -3,6 +3,7 @@ how the launcher runs commands inside it."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -12,16 +13,30 @@ from .config import Study
 from .errors import StudyError
 from .validate import CONTAINER_PLACEHOLDERS
 
+LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
+
 
 def render_definition(study: Study) -> str:
     container = study.site["container"]
     if not container:
         raise StudyError(f"site '{study.site_name}' runs without a container: there is nothing to build")
     template = (paths.REPO_ROOT / container["definition"]).read_text()
+    lock = container.get("constraints")
     return template.format(
         base_image=container["base_image"],
         verl_version=study.config["software"]["verl"],
+        python=container.get("python", "python3"),
+        verl_extras=",".join(container.get("verl_extras", ["verl-core"])),
+        requirements=" ".join(shlex.quote(r) for r in container.get("requirements", [])),
+        files=f"\n%files\n    {paths.REPO_ROOT / lock} {LOCK_IN_IMAGE}\n" if lock else "",
+        constraint_args=f"--constraint {LOCK_IN_IMAGE}" if lock else "",
     )
+
+
+def build_command(study: Study, definition: str, image: str) -> list[str]:
+    """`apptainer build --fakeroot` with the site's build options (e.g. a CA bundle bound in)."""
+    container = study.site["container"] or {}
+    return ["apptainer", "build", "--fakeroot", "--force", *container.get("build_args", []), image, definition]
 
 
 def expand(template: str) -> str:
@@ -35,15 +50,28 @@ def image_path(study: Study, root: Path) -> Path:
     return paths.results_dir(root) / "containers" / study.site_name / "verl.sif"
 
 
+def record_path(study: Study, root: Path) -> Path:
+    """The build's record of the image (rlvr_scaling.container_build)."""
+    return image_path(study, root).with_suffix(".json")
+
+
 def exec_prefix(study: Study, root: Path) -> list[str]:
     """`singularity exec --bind ... IMAGE`, or nothing on a site without a container."""
     container = study.site["container"]
     if not container:
         return []
     binds = [expand(bind) for bind in container["binds"]]
+    options = [expand(option) for option in container.get("exec_args", [])]
     # The results tree holds the data, the model and the run directory the run writes into.
     binds.append(str(root.resolve()))
-    return ["singularity", "exec", "--bind", ",".join(dict.fromkeys(binds)), str(image_path(study, root).resolve())]
+    return [
+        "singularity",
+        "exec",
+        *options,
+        "--bind",
+        ",".join(dict.fromkeys(binds)),
+        str(image_path(study, root).resolve()),
+    ]
 
 
 def python_command(study: Study, root: Path) -> list[str]:

@@ -12,6 +12,9 @@ import json
 import os
 import re
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from .process_cleanup import end_processes
 
 NOTE = "FAILED.txt"
 TOKEN_FILE = ".run-token"  # the run's process token: a later launch ends what a crash left running
+LAUNCHER_FILE = ".launcher.json"  # who owns a staging folder, to tell a live launch from a dead one
 _STAGING = re.compile(r"^\.staging-(?P<run_id>.+)-(?P<stamp>\d{8}T\d{6}Z)-(?P<pid>\d+)$")
 
 
@@ -60,27 +64,80 @@ def file_failed(staging: Path, destination: Path, note: str, **job_updates: Any)
     return destination
 
 
+def _start_ticks(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot: with the pid, it names one process (pids are
+    reused)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def write_launcher_identity(staging: Path) -> None:
+    """Which launcher owns a staging folder: host, pid, its start time, its Slurm job."""
+    write_json(
+        staging / LAUNCHER_FILE,
+        {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "start_ticks": _start_ticks(os.getpid()),
+            "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        },
+    )
+
+
+def _slurm_job_alive(job_id: str) -> bool | None:
+    try:
+        result = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if result.returncode != 0:
+        # squeue names a finished job "Invalid job id" once the controller has forgotten it.
+        return False if "Invalid job id" in result.stderr else None
+    return bool(result.stdout.strip())
+
+
+def launcher_alive(staging: Path) -> bool | None:
+    """True if the launch that owns `staging` still runs, False if it is gone, None if this host cannot
+    tell (another host, and no Slurm job to ask about)."""
+    try:
+        owner = json.loads((staging / LAUNCHER_FILE).read_text())
+    except (OSError, ValueError):
+        return False  # died before it wrote who it is
+    if owner.get("host") == socket.gethostname():
+        return owner.get("start_ticks") is not None and _start_ticks(int(owner["pid"])) == owner["start_ticks"]
+    if owner.get("slurm_job_id"):
+        return _slurm_job_alive(str(owner["slurm_job_id"]))
+    return None
+
+
 def recover_leftovers(root: Path, run_id: str) -> list[Path]:
     """File as failed what earlier launches of `run_id` left behind, ending any of their processes
-    still alive on this host.
-
-    Only this run's leftovers: Snakemake runs one job per output at a time (and locks the directory),
-    so a staging folder of this run is never that of a live launch.
-    """
+    still alive on this host. A folder whose launcher still runs (a Slurm job of a killed workflow, a
+    launch by hand) or may run (another host, no job to ask about) is left alone."""
     runs = paths.run_dir(root, run_id).parent
     moved = []
     for staging in sorted(runs.glob(f".staging-{run_id}-*")) if runs.exists() else []:
         match = _STAGING.match(staging.name)
         if not match or match["run_id"] != run_id or not staging.is_dir():
             continue
+        alive = launcher_alive(staging)
+        if alive is not False:
+            state = "still runs" if alive else "may still run on another host"
+            print(f"rlvr-scaling: left {staging} alone: the launch that owns it {state}", file=sys.stderr)
+            continue
         token_file = staging / TOKEN_FILE
-        ended = end_processes(token_file.read_text().strip()) if token_file.exists() else []
-        note = (
-            f"Filed by a later launch of {run_id} at {now()}: the launch that started at {match['stamp']} "
-            f"(pid {match['pid']}) ended without finishing or filing the run (killed with its guard, or "
-            f"its node went down); {len(ended)} of its processes were still running on this host and "
-            "were ended."
-        )
-        destination = failed_dir(root, run_id, match["stamp"])
-        moved.append(file_failed(staging, destination, note, status="abandoned", problems=[note]))
+        try:
+            ended = end_processes(token_file.read_text().strip(), grace_s=3.0) if token_file.exists() else []
+            note = (
+                f"Filed by a later launch of {run_id} at {now()}: the launch that started at {match['stamp']} "
+                f"(pid {match['pid']}) ended without finishing or filing the run (killed with its guard, or "
+                f"its node went down); {len(ended)} of its processes were still running on this host and "
+                "were ended."
+            )
+            destination = failed_dir(root, run_id, match["stamp"])
+            moved.append(file_failed(staging, destination, note, status="abandoned", problems=[note]))
+        except FileNotFoundError:
+            continue  # its guard filed it meanwhile
     return moved

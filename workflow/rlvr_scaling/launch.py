@@ -22,15 +22,27 @@ from typing import Any
 
 from . import paths
 from .config import Study
-from .container import exec_prefix, module_environment, python_command
+from .container import exec_prefix, module_environment, python_command, record_path
+from .container_build import image_facts
 from .errors import StudyError
-from .failed_runs import TOKEN_FILE, failed_dir, file_failed, now, recover_leftovers, staging_name, write_json
+from .failed_runs import (
+    LAUNCHER_FILE,
+    TOKEN_FILE,
+    failed_dir,
+    file_failed,
+    now,
+    recover_leftovers,
+    staging_name,
+    write_json,
+    write_launcher_identity,
+)
 from .metrics_file import measurement_problems, read_metrics_jsonl
 from .outcome import lands_in_runs, memory_evidence
 from .plan import Run
 from .process_cleanup import TOKEN_VAR, end_processes
 from .provenance import git_commit, host_facts, package_versions
-from .verl_args import CPU_ENGINE_ENV, CPU_ENGINE_RAY_CPUS
+from .run_environment import environment_templates, expanded_environment, shell_export
+from .verl_args import CPU_ENGINE_RAY_CPUS
 from .watchdog import Guard
 
 LOGGER_ARG = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
@@ -38,13 +50,6 @@ LOGGER_ARG = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 
 class RunFailed(Exception):
     """The run ran and failed; its evidence is kept under results/failed/."""
-
-
-def run_environment(study: Study) -> dict[str, str]:
-    env = dict(study.site["environment"])
-    if study.site["engine"] == "verl-cpu":
-        env.update(CPU_ENGINE_ENV)
-    return env
 
 
 def render_command(study: Study, run: Run, root: Path) -> str:
@@ -63,8 +68,8 @@ def render_command(study: Study, run: Run, root: Path) -> str:
         "set -euo pipefail",
         'cd "$(dirname "$0")"',
     ]
-    for key, value in sorted(run_environment(study).items()):
-        lines.append(f"export {key}={shlex.quote(value)}")
+    for key, value in sorted(environment_templates(study).items()):
+        lines.append(shell_export(key, value))
     lines.append('export VERL_FILE_LOGGER_PATH="$PWD/metrics.jsonl"')
     lines.append(f"exec {shlex.join(python_command(study, root))} -m verl.trainer.main_ppo \\")
     lines += [f"  {shlex.quote(arg)} \\" for arg in args]
@@ -97,8 +102,11 @@ def check_inputs(study: Study, run: Run, root: Path) -> None:
         raise StudyError(f"model is missing: {model} (run the model stage first)")
 
 
-def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: dict[str, str], job: dict) -> Any:
-    """The Slurm launcher: a Ray cluster over the job's nodes, then verl joins it via RAY_ADDRESS."""
+def start_ray_cluster(
+    study: Study, nodes_wanted: int, gpus_per_node: int, root: Path, log_dir: Path, env: dict[str, str], job: dict
+) -> Any:
+    """The Slurm launcher: a Ray cluster over the job's nodes, in the site's image; verl (or the
+    preflight's probe) then joins it via RAY_ADDRESS, which this sets in `env`."""
     from .ray_cluster import RayCluster, local_node_ip
     from .slurm_nodes import job_nodes
 
@@ -106,17 +114,17 @@ def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: di
     if not job_id:
         raise StudyError(f"site '{study.site_name}' launches inside a Slurm job, but SLURM_JOB_ID is not set")
     nodes = job_nodes(job_id)
-    if len(nodes) != run.nodes:
-        raise StudyError(f"run {run.run_id} needs {run.nodes} nodes but Slurm job {job_id} has {nodes}")
+    if len(nodes) != nodes_wanted:
+        raise StudyError(f"{nodes_wanted} nodes are needed but Slurm job {job_id} has {nodes}")
     launch_site = study.site["launch"]
     engine_cpus = CPU_ENGINE_RAY_CPUS if study.site["engine"] == "verl-cpu" else study.site["hardware"]["cpus_per_node"]
     cluster = RayCluster(
         job_id=job_id,
         nodes=nodes,
-        head_ip=local_node_ip(),
+        head_ip=local_node_ip(python_command(study, root), env),
         # Jobs on one host (or one login node) must not share Ray's port.
         port=launch_site["ray_port"] + (int(job_id) % 400) * 5,
-        gpus_per_node=run.gpus_per_node,
+        gpus_per_node=gpus_per_node,
         cpus_per_node=engine_cpus,
         slurm_cpus_per_node=study.site["hardware"]["cpus_per_node"],
         # Fake nodes share one host's /dev/shm: keep the CPU engine's object stores small.
@@ -124,11 +132,11 @@ def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: di
         python=python_command(study, root),
         env=env,
         unset_environment=launch_site.get("unset_environment", []),
-        log_dir=staging / "ray",
+        log_dir=log_dir,
     )
     # Ray workers inherit the raylet's environment, not the driver's: the run's environment goes to
     # every `ray start`.
-    env.update(run_environment(study))
+    env.update(expanded_environment(study, env))
     for name in launch_site.get("unset_environment", []):
         env.pop(name, None)
     job.update(node_list=nodes, ray_head=cluster.head_address)
@@ -138,7 +146,11 @@ def start_ray_cluster(study: Study, run: Run, root: Path, staging: Path, env: di
     env["RAY_AUTH_MODE"] = "token"
     env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     cluster.start()
-    cluster.wait(launch_site["join_timeout_seconds"])
+    try:
+        cluster.wait(launch_site["join_timeout_seconds"])
+    except BaseException:
+        cluster.stop()
+        raise
     return cluster
 
 
@@ -195,6 +207,7 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     if final.exists():
         raise StudyError(f"{final} exists already: runs are never rewritten in place (delete it to rerun)")
     check_inputs(study, run, root)
+    expanded_environment(study, dict(os.environ))  # a ${NAME} the job lacks stops the run here
     for leftover in recover_leftovers(root, run.run_id):
         print(
             f"rlvr-scaling: an earlier launch of {run.run_id} did not finish; filed it in {leftover}", file=sys.stderr
@@ -202,22 +215,30 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     staging = final.parent / staging_name(run.run_id, stamp)
     failed = failed_dir(root, run.run_id, stamp)
-    staging.mkdir(parents=True)
     token = uuid.uuid4().hex
-    (staging / TOKEN_FILE).write_text(token + "\n")
+    # The guard first: from the staging folder's first moment, no death of ours leaves it behind.
     guard = Guard(token, staging, failed)
+    done = False
     try:
-        return _launch_in(study, run, root, staging, final, failed, token, timeout_s)
-    except RunFailed:
-        raise
+        staging.mkdir(parents=True)
+        (staging / TOKEN_FILE).write_text(token + "\n")
+        write_launcher_identity(staging)
+        try:
+            result = _launch_in(study, run, root, staging, final, failed, token, timeout_s)
+        except RunFailed:
+            done = True
+            raise
+        done = True
+        return result
     except BaseException as exc:
-        if staging.is_dir():
-            file_failed(
-                staging, failed, f"The launcher stopped on an error of its own: {exc!r}", status="launcher error"
-            )
+        if not done and staging.is_dir():
+            note = f"The launcher stopped on an error of its own: {exc!r}"
+            file_failed(staging, failed, note, status="launcher error")
         raise
     finally:
-        guard.release()
+        # Only a launch that got through its own cleanup tells the guard it is done; otherwise the
+        # guard ends whatever of the run is left (a second Ctrl-C during cleanup, an error).
+        guard.release(done=done)
 
 
 def _launch_in(
@@ -238,8 +259,11 @@ def _launch_in(
         "nodes": run.nodes,
         "workers": run.nodes * run.gpus_per_node,
         "launcher": study.site["launch"]["kind"],
-        "container": {"image": container[-1], "command": container} if container else None,
-        "environment": run_environment(study),
+        # The image's digest, its base's, its labels and the packages inside it (the build's record).
+        "container": {"image": container[-1], "command": container, **(image_facts(record_path(study, root)) or {})}
+        if container
+        else None,
+        "environment": expanded_environment(study, env),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         **host_facts(),
         "versions": package_versions(),
@@ -250,7 +274,7 @@ def _launch_in(
     if study.site["launch"]["kind"] == "ray-srun":
 
         def before() -> Any:
-            cluster = start_ray_cluster(study, run, root, staging, env, job)
+            cluster = start_ray_cluster(study, run.nodes, run.gpus_per_node, root, staging / "ray", env, job)
             write_json(staging / "job.json", job)
             return cluster
 
@@ -270,7 +294,9 @@ def _launch_in(
     job["memory_evidence"] = memory_evidence(staging / "console.log") if status != "succeeded" else None
     write_json(staging / "job.json", job)
     if lands_in_runs(run.series, status, job["memory_evidence"]):
-        (staging / TOKEN_FILE).unlink()  # its processes are gone; the run directory holds only the run
+        # Its processes are gone: the run directory holds only the run.
+        (staging / TOKEN_FILE).unlink()
+        (staging / LAUNCHER_FILE).unlink()
         staging.rename(final)
         if status != "succeeded":
             print(

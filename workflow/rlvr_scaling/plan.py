@@ -58,7 +58,10 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
     cfg = study.config
     data = cfg["datasets"][dataset]
     container = study.site["container"]
+    # Engine options change what is measured; absent, they leave earlier run ids as they were.
+    options = {"engine_options": study.site["engine_options"]} if study.site.get("engine_options") else {}
     return {
+        **options,
         "site": study.site_name,
         "engine": study.site["engine"],
         "gpus_per_node": study.site["hardware"]["gpus_per_node"],
@@ -86,9 +89,20 @@ def _estimate(study: Study, dataset: str, nodes: int, trajectories: int) -> dict
     per_trajectory = study.config["datasets"][dataset]["estimate"]["seconds_per_trajectory"]
     estimate = study.config["estimate"]
     step_s = per_trajectory * trajectories / nodes
-    runtime_min = estimate["startup_minutes"] + study.config["algorithm"]["steps"] * step_s / 60
-    limit = math.ceil(runtime_min * estimate["time_limit_factor"])
-    limit = max(10, min(limit, study.site["slurm"]["max_walltime_minutes"]))
+    # Start-up grows with the node count (image start and model load on every node, Ray joining,
+    # engines initialising): a fixed part plus a part per doubling of nodes.
+    startup_min = estimate["startup_minutes"] + estimate.get("startup_minutes_per_doubling", 0) * math.log2(nodes)
+    runtime_min = startup_min + study.config["algorithm"]["steps"] * step_s / 60
+    limit = max(10, math.ceil(runtime_min * estimate["time_limit_factor"]))
+    longest = study.site["slurm"]["max_walltime_minutes"]
+    if limit > longest:
+        raise ConfigError(
+            f"datasets.{dataset}.estimate.seconds_per_trajectory",
+            per_trajectory,
+            f"the {nodes}-node run of {trajectories} trajectories per step is estimated at {runtime_min:.0f} min, a "
+            f"time limit of {limit} min with estimate.time_limit_factor, over site '{study.site_name}''s "
+            f"longest job of {longest} min (slurm.max_walltime_minutes): run fewer steps, or check the estimate",
+        )
     return {"step_seconds": round(step_s, 2), "runtime_minutes": round(runtime_min, 2), "time_limit_minutes": limit}
 
 

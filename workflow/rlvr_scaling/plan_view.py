@@ -47,7 +47,7 @@ def site_note(study: Study) -> str | None:
         return None
     return (
         f"site '{study.site_name}' replaced {len(study.site_replaced)} value(s) of your config with its "
-        f"study_overrides (config/sites/{study.site_name}.yaml); `rlvr-scaling plan` lists them"
+        "study_overrides; `rlvr-scaling plan` lists them"
     )
 
 
@@ -58,7 +58,7 @@ def site_replacements(study: Study) -> list[str]:
     width = max(len(r.key) for r in study.site_replaced)
     lines = [
         f"Site '{study.site_name}' replaced these values of your config with its study_overrides "
-        f"(config/sites/{study.site_name}.yaml). To keep yours, set them with --set key=value, or "
+        "(in its site file, or one it inherits). To keep yours, set them with --set key=value, or "
         "under `overrides:` in an extra --configfile; those win over the site:",
     ]
     lines += [f"  {r.key.ljust(width)}  {r.yours!r} -> {r.site!r}" for r in study.site_replaced]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +20,21 @@ print(json.dumps({"resources": [n["Resources"] for n in alive]}))
 """
 
 
-def local_node_ip() -> str:
-    """The address Ray itself picks for this node (each node picks its own the same way; Slurm's
-    NodeAddr may be a name or, on a test cluster, a loopback address Ray does not serve on)."""
-    from ray._private.services import get_node_ip_address
+NODE_IP = "from ray._private.services import get_node_ip_address; print(get_node_ip_address())"
 
-    return get_node_ip_address()
+
+def local_node_ip(python: list[str], env: dict[str, str]) -> str:
+    """The address Ray itself picks for this node (each node picks its own the same way; Slurm's
+    NodeAddr may be a name or, on a test cluster, a loopback address Ray does not serve on). Asked of
+    the run's Python: the workflow's own environment need not have Ray, nor the same one."""
+    result = subprocess.run([*python, "-c", NODE_IP], capture_output=True, text=True, timeout=120, env=env)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise StudyError(
+            f"the run's Python ({' '.join(python)}) could not name this node's address for Ray "
+            f"(exit {result.returncode}): {result.stderr.strip()[-1500:]}"
+        )
+    return lines[-1].strip()
 
 
 class RayClusterError(StudyError):
@@ -110,35 +118,42 @@ class RayCluster:
             if index == 0:
                 self.wait(timeout_s=120, want_nodes=[node])
 
-    def joined(self) -> tuple[list[str], float]:
-        """Nodes whose raylet is alive, and the GPUs they brought."""
+    def joined(self) -> tuple[list[str], float, str]:
+        """Nodes whose raylet is alive, the GPUs they brought, and why the probe failed if it did.
+
+        The probe is a Ray driver: it runs the run's Python (the container's on a container site), as
+        Ray refuses a driver whose Python differs from the cluster's.
+        """
         try:
-            out = subprocess.run(
-                [sys.executable, "-c", PROBE, self.head_address],
+            result = subprocess.run(
+                [*self.python, "-c", PROBE, self.head_address],
                 capture_output=True,
                 text=True,
                 timeout=60,
                 env=self.env,
-                check=True,
-            ).stdout
-        except (subprocess.SubprocessError, OSError):
-            return [], 0.0
-        resources = json.loads(out.strip().splitlines()[-1])["resources"]
+            )
+        except subprocess.TimeoutExpired:
+            return [], 0.0, "the probe did not answer within 60 s"
+        lines = result.stdout.strip().splitlines()
+        if result.returncode != 0 or not lines:
+            return [], 0.0, f"the probe failed (exit {result.returncode}): {result.stderr.strip()[-800:]}"
+        resources = json.loads(lines[-1])["resources"]
         names = [n for n in self.nodes for r in resources if NODE_RESOURCE.format(n) in r]
-        return names, sum(r.get("GPU", 0.0) for r in resources)
+        return names, sum(r.get("GPU", 0.0) for r in resources), ""
 
     def wait(self, timeout_s: float, want_nodes: list[str] | None = None) -> None:
         want = want_nodes or self.nodes
         deadline = time.monotonic() + timeout_s
         joined: list[str] = []
         gpus = 0.0
+        problem = ""
         while time.monotonic() < deadline:
             for process in self.processes:
                 if process.poll() is not None:
                     raise RayClusterError(
                         f"a Ray process exited early (status {process.returncode}); see {self.log_dir}"
                     )
-            joined, gpus = self.joined()
+            joined, gpus, problem = self.joined()
             if set(want) <= set(joined) and gpus >= len(want) * self.gpus_per_node:
                 return
             time.sleep(2)
@@ -146,6 +161,7 @@ class RayCluster:
         raise RayClusterError(
             f"Ray cluster incomplete after {timeout_s:.0f} s: missing nodes {missing or 'none'}, "
             f"{gpus:g} of {len(want) * self.gpus_per_node} GPUs joined; logs in {self.log_dir}"
+            + (f"; the last probe: {problem}" if problem else "")
         )
 
     def stop(self) -> None:

@@ -75,12 +75,15 @@ def _describe(error: jsonschema.ValidationError) -> tuple[str, Any, str]:
     return key, error.instance, rule
 
 
-def check_schema(document: Any, schema_path: Path, source: str = "config") -> None:
-    """Raise one ConfigError for the first problem (jsonschema's most relevant), in schema order."""
+def check_schema(document: Any, schema_path: Path, source: str = "config", ignore_required: bool = False) -> None:
+    """Raise one ConfigError for the first problem (jsonschema's most relevant), in schema order;
+    `ignore_required`: check the values that are there, not whether all are."""
     found = _non_finite(document)
     if found:
         raise ConfigError(_dotted(found[0]), found[1], "it must be a finite number (not NaN or an infinity)", source)
     errors = sorted(_validator(schema_path).iter_errors(document), key=jsonschema.exceptions.relevance)
+    if ignore_required:
+        errors = [e for e in errors if e.validator != "required"]
     if errors:
         key, value, expected = _describe(errors[0])
         raise ConfigError(key, value, expected, source)
@@ -174,6 +177,7 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
 def _check_container(site: dict[str, Any]) -> None:
     container = site.get("container") or {}
     templates = [("binds", bind) for bind in container.get("binds", [])]
+    templates += [("exec_args", option) for option in container.get("exec_args", [])]
     if "python" in container:
         templates.append(("python", container["python"]))
     for key, template in templates:

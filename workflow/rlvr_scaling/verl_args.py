@@ -85,7 +85,8 @@ def build_verl_args(
         f"actor_rollout_ref.rollout.n={algorithm['responses_per_prompt']}",
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout['tensor_parallel']}",
         f"actor_rollout_ref.rollout.data_parallel_size={rollout['data_parallel']}",
-        f"actor_rollout_ref.rollout.gpu_memory_utilization={rollout['gpu_memory_utilization']}",
+        "actor_rollout_ref.rollout.gpu_memory_utilization="
+        f"{memory.get('gpu_memory_utilization', rollout['gpu_memory_utilization'])}",
         f"actor_rollout_ref.rollout.max_num_seqs={concurrency}",
         f"actor_rollout_ref.rollout.max_model_len={model_len}",
         f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, model_len)}",
@@ -125,6 +126,9 @@ def build_verl_args(
             f"{fsdp}.param_offload={_flag(memory['offload'])}",
             f"{fsdp}.optimizer_offload={_flag(memory['offload'])}",
         ]
+    eager = site.get("engine_options", {}).get("rollout_enforce_eager")
+    if eager is not None:
+        args.append(f"actor_rollout_ref.rollout.enforce_eager={_flag(eager)}")
     if site["engine"] == "verl-cpu":
         args += CPU_ENGINE_ARGS
         if site["launch"]["kind"] == "local":

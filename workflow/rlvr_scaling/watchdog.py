@@ -33,26 +33,38 @@ class Guard:
     def __init__(self, token: str, staging: Path, failed: Path) -> None:
         read_end, self._write_end = os.pipe()
         env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+        # The package from where this launcher has it, without putting anything on PYTHONPATH.
+        start = f"import sys; sys.path.append({PACKAGE_PARENT!r}); from rlvr_scaling.watchdog import main; main()"
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "rlvr_scaling.watchdog", token, str(staging), str(failed), str(os.getpid())],
+                [sys.executable, "-c", start, token, str(staging), str(failed), str(os.getpid())],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
             )
+        except BaseException:
+            os.close(self._write_end)
+            raise
         finally:
             os.close(read_end)
 
-    def release(self) -> None:
-        """The launcher has ended the run's processes and filed its directory: the guard exits."""
+    def release(self, done: bool) -> None:
+        """Let the guard go. `done`: the launcher has ended the run's processes and filed its directory;
+        otherwise (its own cleanup was interrupted) the guard ends what is left. Never raises: the
+        run's outcome is decided already."""
         try:
-            os.write(self._write_end, DONE)
+            if done:
+                os.write(self._write_end, DONE)
+        except OSError as exc:  # the guard died before us: nothing to tell it
+            print(f"rlvr-scaling: the run's guard had gone ({exc})", file=sys.stderr)
         finally:
             os.close(self._write_end)
-        self.process.wait(timeout=30)
+        try:
+            self.process.wait(timeout=60 if done else 30)
+        except subprocess.TimeoutExpired:
+            print(f"rlvr-scaling: the run's guard (pid {self.process.pid}) is still cleaning up", file=sys.stderr)
 
 
 def guard(token: str, staging: Path, failed: Path, launcher_pid: str) -> int:
@@ -73,5 +85,9 @@ def guard(token: str, staging: Path, failed: Path, launcher_pid: str) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def main() -> None:
     sys.exit(guard(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))
+
+
+if __name__ == "__main__":
+    main()

@@ -97,6 +97,29 @@ class Lookup:
 
         return resolve
 
+    def preflight_resources(self, name: str) -> Callable[[Any], Any]:
+        """The preflight job's sbatch resources: one node (two where the study has multi-node runs) of
+        the site's preflight partition, for slurm.preflight_minutes."""
+        from .preflight import preflight_nodes
+
+        def resolve(wildcards: Any, attempt: int = 1) -> Any:
+            site = self.study.site
+            slurm = site["slurm"]
+            hardware = site["hardware"]
+            values = {
+                "nodes": preflight_nodes(self.study, self._plan()),
+                "tasks_per_node": slurm["ntasks_per_node"],
+                "cpus_per_task": max(1, hardware["cpus_per_node"] // slurm["ntasks_per_node"]),
+                "mem_mb": hardware["memory_mb_per_node"],
+                "runtime": slurm.get("preflight_minutes", 20),
+                "slurm_partition": slurm.get("preflight_partition", slurm["partition"]),
+                "slurm_account": self.study.slurm_account() or "",
+                "slurm_extra": f"--gpus-per-node={hardware['gpus_per_node']}",
+            }
+            return values[name]
+
+        return resolve
+
 
 def write_effective_config(config: dict[str, Any], root: Path | None = None) -> str:
     """Store the config this invocation validated, named by its hash, for the CLI steps to read."""

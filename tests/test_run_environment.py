@@ -1,0 +1,53 @@
+"""A site's environment reaches the run expanded: ${NAME} from the job's environment, nothing else."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+
+import pytest
+from rlvr_scaling.config import load_study
+from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.run_environment import expanded_environment, shell_export
+from rlvr_scaling.validate import check_schema
+
+from .conftest import REPO
+
+SITE_SCHEMA = REPO / "config" / "schema" / "site.schema.yaml"
+
+
+def test_lumi_per_job_paths_are_expanded_for_ray_and_in_command_sh() -> None:
+    study = load_study(site="lumi")
+    env = expanded_environment(study, {"SLURM_JOB_ID": "4242"})
+    assert env["MIOPEN_USER_DB_PATH"] == "/tmp/miopen-4242" and env["VLLM_CACHE_ROOT"] == "/tmp/vllm-4242"
+    assert not any("$" in value for value in env.values())
+    line = shell_export("MIOPEN_USER_DB_PATH", study.site["environment"]["MIOPEN_USER_DB_PATH"])
+    shown = subprocess.run(
+        ["bash", "-c", f"set -u; {line}; echo $MIOPEN_USER_DB_PATH"],
+        capture_output=True,
+        text=True,
+        env={"SLURM_JOB_ID": "4242", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    assert shown.stdout.strip() == "/tmp/miopen-4242"
+
+
+def test_quotes_and_spaces_around_a_reference_stay_literal() -> None:
+    line = shell_export("X", "a 'b' \"c\" `d` ${JOB}-e")
+    shown = subprocess.run(["bash", "-c", f'{line}; printf %s "$X"'], capture_output=True, text=True, env={"JOB": "7"})
+    assert shown.stdout == "a 'b' \"c\" `d` 7-e"
+
+
+def test_a_reference_the_job_lacks_is_named_before_the_run_starts() -> None:
+    study = load_study(site="lumi")
+    with pytest.raises(StudyError, match=r"environment [A-Z_]+=.*\$\{SLURM_JOB_ID\}.*does not have"):
+        expanded_environment(study, {})
+
+
+@pytest.mark.parametrize("value", ["$HOME/x", "$(hostname)", "${JOB", "`id`$"])
+def test_any_other_dollar_is_rejected_by_the_site_schema(value: str) -> None:
+    site = copy.deepcopy(load_study(site="lumi").site)
+    site["environment"]["BAD"] = value
+    with pytest.raises(ConfigError) as caught:
+        check_schema(site, SITE_SCHEMA, source="site file lumi.yaml")
+    assert caught.value.key == "environment.BAD"

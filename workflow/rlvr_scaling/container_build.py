@@ -1,0 +1,81 @@
+"""Building the site's engine image and recording what it is: digests, labels, in-image packages."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .config import Study
+from .container import build_command
+from .errors import StudyError
+from .failed_runs import write_json
+
+FREEZE_IN_IMAGE = "/opt/rlvr-scaling-pip-freeze.txt"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _run(command: list[str], what: str) -> str:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise StudyError(f"{what} failed (exit {result.returncode}): {' '.join(command)}\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+def labels(image: Path) -> dict[str, str]:
+    found = {}
+    for line in _run(["apptainer", "inspect", "--labels", str(image)], "apptainer inspect").splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            found[key.strip()] = value.strip()
+    return found
+
+
+def in_image_packages(image: Path) -> dict[str, str]:
+    text = _run(["apptainer", "exec", str(image), "cat", FREEZE_IN_IMAGE], "reading the image's package list")
+    return dict(line.split("==", 1) for line in text.splitlines() if "==" in line)
+
+
+def image_record(study: Study, definition: Path, image: Path) -> dict[str, Any]:
+    base = Path(study.site["container"]["base_image"])
+    return {
+        "site": study.site_name,
+        "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "definition": definition.read_text(),
+        "base_image": {"path": str(base), "sha256": sha256_file(base) if base.exists() else None},
+        "image": {"path": str(image.resolve()), "sha256": sha256_file(image), "bytes": image.stat().st_size},
+        "labels": labels(image),
+        "packages": in_image_packages(image),
+    }
+
+
+def build_image(study: Study, definition: Path, image: Path, record: Path) -> dict[str, Any]:
+    """Build next to `image` and move it in only when the build and its record succeed."""
+    partial = image.with_name(f".{image.name}.building")
+    partial.unlink(missing_ok=True)
+    result = subprocess.run(build_command(study, str(definition), str(partial)))
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise StudyError(f"the image build failed (exit {result.returncode}); its output is above")
+    partial.rename(image)
+    facts = image_record(study, definition, image)
+    write_json(record, facts)
+    return facts
+
+
+def image_facts(record: Path) -> dict[str, Any] | None:
+    """What a run records of its image: digest, base digest, labels and the packages it holds."""
+    if not record.exists():
+        return None
+    facts = json.loads(record.read_text())
+    return {"sha256": facts["image"]["sha256"], **{k: facts[k] for k in ("base_image", "labels", "packages")}}

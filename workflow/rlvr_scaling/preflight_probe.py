@@ -1,0 +1,106 @@
+"""The preflight's checks inside the engine image, run by the image's own Python.
+
+Self-contained on purpose (standard library, then verl): the image need not hold rlvr_scaling, and
+the same file runs in any image. Reads a JSON request (argv[1]) and prints one JSON report line:
+versions, the modules the engines import, GPUs visible, the run environment as seen, and every planned
+run's verl arguments composed with verl's Hydra config and checked by verl's own validate_config.
+"""
+
+import importlib
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+import traceback
+
+DISTRIBUTIONS = (
+    "ray",
+    "verl",
+    "torch",
+    "vllm",
+    "sglang",
+    "megatron-core",
+    "megatron-bridge",
+    "mbridge",
+    "transformer-engine",
+    "transformers",
+)
+
+
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+
+
+def versions() -> dict:
+    found = {}
+    for name in DISTRIBUTIONS:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def modules(names: list) -> dict:
+    result = {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+            result[name] = "ok"
+        except BaseException as exc:  # an import can fail in any way, also SystemExit
+            result[name] = _short(exc)
+    return result
+
+
+def gpus() -> object:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except BaseException as exc:
+        return _short(exc)
+
+
+def composed(runs: list) -> dict:
+    result = {}
+    try:
+        import verl
+        from hydra import compose, initialize_config_dir
+        from verl.trainer.ppo.utils import need_critic, need_reference_policy
+        from verl.utils.config import validate_config
+    except BaseException as exc:
+        return {run["run_id"]: f"verl's config could not be loaded: {_short(exc)}" for run in runs}
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        for run in runs:
+            try:
+                config = compose(config_name="ppo_trainer", overrides=run["verl_args"])
+                validate_config(
+                    config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+                )
+                result[run["run_id"]] = "ok"
+            except BaseException as exc:
+                last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+                where = f" ({last[0].filename.rsplit('/', 1)[-1]}:{last[0].lineno})" if last else ""
+                result[run["run_id"]] = _short(exc) + where
+    return result
+
+
+def main() -> None:
+    with open(sys.argv[1]) as handle:
+        request = json.load(handle)
+    report = {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "versions": versions(),
+        "modules": modules(request["modules"]),
+        "gpus_visible": gpus(),
+        "environment": {key: os.environ.get(key) for key in request["environment"]},
+        "composition": composed(request["runs"]),
+    }
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
