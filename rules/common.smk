@@ -3,7 +3,12 @@ import shlex
 import sys
 
 from rlvr_scaling.config import typed_command_line
-from rlvr_scaling.workflow_glue import Lookup, load_or_exit, write_effective_config
+from rlvr_scaling.workflow_glue import (
+    Lookup,
+    load_or_exit,
+    write_effective_config,
+    write_preflight_definition,
+)
 
 # --config values inside a mapping arrive as strings; read them as --set would.
 STUDY_CONFIG = typed_command_line(config, workflow.config_settings.config)
@@ -20,6 +25,7 @@ ENV = "../envs/workflow.yaml"
 MODEL_DIR = f"results/models/{SITE}"
 BUNDLE = f"results/bundle/{STUDY.config['study']['name']}-{SITE}.tar.gz"
 PREFLIGHT = f"results/preflight/{SITE}.json"
+PREFLIGHT_DEFINITION = write_preflight_definition(STUDY)
 
 
 wildcard_constraints:

@@ -3,6 +3,7 @@
 
 rule preflight:
     input:
+        definition=PREFLIGHT_DEFINITION,
         data=[dataset_files(dataset) for dataset in DATASETS],
         model=MODEL_DIR,
         container=container_image(),

@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.paths import link_workflow
 
+# Every run token of this test process carries its pytest-xdist worker's name (the launcher reads
+# RLVR_RUN_TOKEN_TAG), so each worker's process checks see only its own runs.
+os.environ["RLVR_RUN_TOKEN_TAG"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 

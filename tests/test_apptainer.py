@@ -91,6 +91,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     )
     seen: dict[int, tuple[str, bool]] = {}  # every process of the run: its command, inside the image?
     executables: dict[int, str] = {}  # ...and the program it runs (as the process sees its files)
+    tokens: dict[int, str] = {}  # ...and the run (or preflight) it belongs to
     deadline = time.monotonic() + 1500
     while process.poll() is None and time.monotonic() < deadline:
         for pid, command in token_processes():
@@ -99,7 +100,9 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
             seen[pid] = (command, in_container(pid) or (pid in seen and seen[pid][1]))
             try:
                 executables[pid] = os.readlink(f"/proc/{pid}/exe")
-            except OSError:
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                tokens[pid] = next(e for e in environ if e.startswith(b"RLVR_RUN_TOKEN=")).decode()
+            except (OSError, StopIteration):
                 pass
         time.sleep(0.5)
     if process.poll() is None:
@@ -126,7 +129,11 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert "singularity exec" in (runs[0] / "command.sh").read_text()
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
-    raylets = [c for c, inside in seen.values() if "/raylet/raylet" in c]
+    # Two Ray clusters of two nodes each: the preflight's (it reruns after the refused first try)
+    # and the run's, told apart by their run tokens.
+    raylets = sorted(tokens.get(pid, "?") for pid, (c, _) in seen.items() if "/raylet/raylet" in c)
+    assert len(raylets) == 4 and len(set(raylets)) == 2 and raylets.count(raylets[0]) == 2, raylets
+    raylets = [c for pid, (c, _) in seen.items() if "/raylet/raylet" in c and tokens.get(pid) == raylets[-1]]
     workers = [(c, inside) for c, inside in seen.values() if c.startswith(("ray::WorkerDict", "ray::HFGeneration"))]
     assert len(raylets) == 2, raylets
     assert len(workers) >= 2, sorted(c for c, _ in seen.values())

@@ -10,6 +10,8 @@ import pytest
 from rlvr_scaling.config import load_study
 from rlvr_scaling.preflight import check, engine_modules, preflight_nodes, runs_to_check
 
+from .workflow_helpers import snakemake
+
 pytestmark = pytest.mark.verl
 
 
@@ -26,7 +28,8 @@ def _inputs(root: Path, study) -> None:
 def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Path) -> None:
     study = load_study()
     _inputs(tmp_path, study)
-    runs = runs_to_check(study, tmp_path)
+    runs, unplannable = runs_to_check(study, tmp_path)
+    assert unplannable == []
     # Both sweep points of each dataset as the possible selection: sweep runs and all scaling runs.
     assert len(runs) == len({r.run_id for r in runs}) >= 8
     record = check(study, runs, tmp_path)
@@ -43,7 +46,7 @@ def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Pa
 def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     # No data, no model, an engine this environment lacks, and a run verl's config rejects.
     study = load_study(sets=["parallel.rollout.engine=vllm"])
-    runs = runs_to_check(study, tmp_path)
+    runs, _ = runs_to_check(study, tmp_path)
     broken = dataclasses.replace(runs[0], verl_args=[*runs[0].verl_args, "actor_rollout_ref.rollout.no_such_key=1"])
     record = check(study, [broken, *runs[1:]], tmp_path)
     problems = "\n".join(record["problems"])
@@ -51,3 +54,11 @@ def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     assert "module vllm does not import" in problems
     assert f"run {broken.run_id}: verl rejects its arguments" in problems and "no_such_key" in problems
     assert sum("verl rejects" in p for p in record["problems"]) == 1
+
+
+def test_a_changed_study_reruns_the_preflight(workdir: Path) -> None:
+    snakemake(workdir, "--cores", "2", "results/preflight/local.json")
+    assert "Nothing to be done" in snakemake(workdir, "-n", "--cores", "2", "results/preflight/local.json").stdout
+    override = 'overrides={"datasets.gsm8k.memory.token_budget": 4096}'
+    changed = snakemake(workdir, "results/preflight/local.json", "-n", "--cores", "2", "--config", override).stdout
+    assert "rule preflight:" in changed and "rule dataset:" not in changed

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlvr_scaling.process_cleanup import TOKEN_VAR
+from rlvr_scaling.process_cleanup import TOKEN_TAG_VAR, TOKEN_VAR
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
@@ -40,12 +40,20 @@ def _environ(pid: str) -> list[bytes]:
 # environment (PYTEST_XDIST_WORKER, inherited through Snakemake, sbatch, srun and Apptainer), so a
 # test looks only at its own worker's processes. Only processes that provably belong to the other
 # worker are left out: an untagged leftover still counts.
+# Ray and Python retitle processes (ray::DashboardAgent), which can overwrite the start of
+# /proc/<pid>/environ: the worker's name is also in every token (conftest sets RLVR_RUN_TOKEN_TAG),
+# which the launcher sets last and which stays readable.
 _WORKER_VAR = b"PYTEST_XDIST_WORKER="
 _OWN_WORKER = _WORKER_VAR + os.environ.get("PYTEST_XDIST_WORKER", "").encode()
+_TOKEN_PREFIX = f"{TOKEN_VAR}=".encode()
+_OWN_TAG = os.environ.get(TOKEN_TAG_VAR, "").encode()
 
 
 def _other_worker(environ: list[bytes]) -> bool:
-    return any(item.startswith(_WORKER_VAR) and item != _OWN_WORKER for item in environ)
+    if any(item.startswith(_WORKER_VAR) and item != _OWN_WORKER for item in environ):
+        return True
+    tokens = [item[len(_TOKEN_PREFIX) :] for item in environ if item.startswith(_TOKEN_PREFIX)]
+    return any(b"-" in token and token.split(b"-", 1)[0] != _OWN_TAG for token in tokens)
 
 
 def token_processes() -> list[tuple[int, str]]:

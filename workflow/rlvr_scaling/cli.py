@@ -261,7 +261,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
     study = _load(args)
     root = Path(args.root)
-    record = check(study, runs_to_check(study, root), root)
+    runs, unplannable = runs_to_check(study, root)
+    record = check(study, runs, root, known=unplannable)
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     engine = record["engine"]

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import traceback
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from .failed_runs import (
 from .metrics_file import measurement_problems, read_metrics_jsonl
 from .outcome import lands_in_runs, memory_evidence
 from .plan import Run
-from .process_cleanup import TOKEN_VAR, end_processes
+from .process_cleanup import TOKEN_VAR, end_processes, new_token
 from .provenance import git_commit, host_facts, package_versions
 from .run_environment import environment_templates, expanded_environment, shell_export
 from .verl_args import CPU_ENGINE_RAY_CPUS
@@ -145,8 +144,8 @@ def start_ray_cluster(
     # environment, never written into the run directory.
     env["RAY_AUTH_MODE"] = "token"
     env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-    cluster.start()
     try:
+        cluster.start()
         cluster.wait(launch_site["join_timeout_seconds"])
     except BaseException:
         cluster.stop()
@@ -215,7 +214,7 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     staging = final.parent / staging_name(run.run_id, stamp)
     failed = failed_dir(root, run.run_id, stamp)
-    token = uuid.uuid4().hex
+    token = new_token()
     # The guard first: from the staging folder's first moment, no death of ours leaves it behind.
     guard = Guard(token, staging, failed)
     done = False

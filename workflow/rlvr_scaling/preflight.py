@@ -17,17 +17,17 @@ import json
 import os
 import subprocess
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 from . import paths
 from .config import Study
-from .container import python_command, record_path
+from .container import module_environment, python_command, record_path
 from .errors import StudyError
 from .plan import Run
-from .process_cleanup import TOKEN_VAR, end_processes
-from .run_environment import expanded_environment
+from .preflight_probe import MARK
+from .process_cleanup import TOKEN_VAR, end_processes, new_token
+from .run_environment import environment_templates, expanded_environment
 
 PROBE = Path(__file__).with_name("preflight_probe.py")
 
@@ -54,10 +54,12 @@ def preflight_nodes(study: Study, plan: list[Run]) -> int:
     return 2 if study.site["launch"]["kind"] == "ray-srun" and multi_node(plan) else 1
 
 
-def _probe(study: Study, root: Path, runs: list[Run], env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+def _probe(
+    study: Study, root: Path, runs: list[Run], env: dict[str, str], timeout_s: float
+) -> tuple[dict[str, Any], list[str]]:
     request = {
         "modules": engine_modules(study),
-        "environment": sorted(expanded_environment(study, env)),
+        "environment": sorted(environment_templates(study)),
         "runs": [{"run_id": run.run_id, "verl_args": run.verl_args} for run in runs if run.verl_args],
     }
     # In results/: on a container site the image sees it there (the results tree is bound in).
@@ -67,13 +69,19 @@ def _probe(study: Study, root: Path, runs: list[Run], env: dict[str, str]) -> tu
     try:
         # The probe's source, not a module path: the image need not hold this package.
         command = [*python_command(study, root), "-c", PROBE.read_text(), handle.name]
-        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {}, [f"the checks in the engine's Python did not finish within {timeout_s:.0f} s"]
     finally:
         os.unlink(handle.name)
-    lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        return {}, [f"the engine's Python could not run the checks (exit {result.returncode}): {result.stderr[-1500:]}"]
-    return json.loads(lines[-1]), []
+    marked = [line[len(MARK) :] for line in result.stdout.splitlines() if line.startswith(MARK)]
+    try:
+        return json.loads(marked[-1]), []
+    except (IndexError, ValueError):
+        return {}, [
+            f"the engine's Python could not run the checks (exit {result.returncode}): "
+            f"{(result.stderr or result.stdout)[-1500:]}"
+        ]
 
 
 def _image(study: Study, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
@@ -119,31 +127,58 @@ def _two_node_ray(study: Study, root: Path, env: dict[str, str], log_dir: Path) 
     return {"formed": True, **job}, []
 
 
-def check(study: Study, plan: list[Run], root: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run every check; the record lists each problem (empty: ready to run)."""
+def _slurm_job(env: dict[str, str]) -> dict[str, str | None]:
+    """Account, partition and nodes of the job the preflight runs in, as Slurm accepted it (the
+    executor strips SLURM_* from the job's environment but its id)."""
+    job_id = env.get("SLURM_JOB_ID")
+    facts: dict[str, str | None] = {"id": job_id, "account": None, "partition": None, "nodelist": None}
+    if not job_id:
+        return facts
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return facts
+    fields = dict(item.split("=", 1) for item in shown.split() if "=" in item)
+    facts.update(account=fields.get("Account"), partition=fields.get("Partition"), nodelist=fields.get("NodeList"))
+    return facts
+
+
+def check(
+    study: Study, plan: list[Run], root: Path, env: dict[str, str] | None = None, known: list[str] | None = None
+) -> dict[str, Any]:
+    """Run every check; the record lists each problem, after the `known` ones (empty: ready to run)."""
     # Its processes carry a token as a run's do: none outlives the preflight.
-    token = uuid.uuid4().hex
+    token = new_token()
     env = {**(os.environ if env is None else env), TOKEN_VAR: token}
     try:
-        return _check(study, plan, root, env)
+        record = _check(study, plan, root, env)
+        record["problems"] = [*(known or []), *record["problems"]]
+        return record
     finally:
         end_processes(token)
 
 
 def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> dict[str, Any]:
     problems: list[str] = []
-    image, found = _image(study, root)
-    problems += found
+    # The module commands the runs' launcher applies (LUMI: the AIF bindings), so the checks see
+    # the environment the runs will.
+    try:
+        env.update(module_environment(study, env))
+    except StudyError as exc:
+        problems.append(str(exc))
+    image, image_problems = _image(study, root)
+    problems += image_problems
     inputs, found = _inputs(study, root)
     problems += found
     try:
         run_env = {**env, **expanded_environment(study, env)}
     except StudyError as exc:
         run_env, problems = env, [*problems, str(exc)]
+    # Most of the job's time limit for the checks in the image, the rest for Ray and the record.
+    budget_s = study.site["slurm"].get("preflight_minutes", 20) * 60
     engine: dict[str, Any] = {}
-    image_ready = not study.site["container"] or (image is not None and not any("image" in p for p in problems))
-    if image_ready:
-        engine, found = _probe(study, root, plan, run_env)
+    if not study.site["container"] or (image is not None and not image_problems):
+        engine, found = _probe(study, root, plan, run_env, timeout_s=budget_s * 0.5)
         problems += found
     for module, outcome in engine.get("modules", {}).items():
         if outcome != "ok":
@@ -168,7 +203,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     return {
         "site": study.site_name,
         "checked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "slurm": {k: env.get(f"SLURM_JOB_{k.upper()}") for k in ("id", "account", "partition", "nodelist")},
+        "slurm": _slurm_job(env),
         "image": image,
         "inputs": inputs,
         "engine": engine,
@@ -178,18 +213,26 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     }
 
 
-def runs_to_check(study: Study, root: Path) -> list[Run]:
+def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
     """Every run the study may make: its sweep, and its scaling runs for each sweep point the selection
-    could choose (or the pinned or chosen one)."""
+    could choose (or the pinned or chosen one); and the sweep points whose scaling runs cannot be
+    planned (they would stop the workflow after the sweep)."""
+    from .errors import ConfigError
     from .plan import build_plan
     from .selection_io import read_selections
 
     chosen = read_selections(root, study)
     grids = {d: [chosen[d]] if chosen.get(d) else study.dataset(d)["sweep"] for d in study.datasets}
     runs: dict[str, Run] = {}
+    problems = []
     for index in range(max(len(grid) for grid in grids.values())):
         selection = {d: grid[min(index, len(grid) - 1)] for d, grid in grids.items()}
-        for run in build_plan(study, selection, root):
+        try:
+            planned = build_plan(study, selection, root)
+        except ConfigError as exc:
+            problems.append(f"with the selection {selection}, the scaling runs cannot be planned: {exc}")
+            continue
+        for run in planned:
             if run.run_id:
                 runs.setdefault(run.run_id, run)
-    return list(runs.values())
+    return list(runs.values()), problems

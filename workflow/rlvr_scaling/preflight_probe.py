@@ -1,7 +1,7 @@
 """The preflight's checks inside the engine image, run by the image's own Python.
 
 Self-contained on purpose (standard library, then verl): the image need not hold rlvr_scaling, and
-the same file runs in any image. Reads a JSON request (argv[1]) and prints one JSON report line:
+the same file runs in any image. Reads a JSON request (argv[1]) and prints one marked JSON report line:
 versions, the modules the engines import, GPUs visible, the run environment as seen, and every planned
 run's verl arguments composed with verl's Hydra config and checked by verl's own validate_config.
 """
@@ -14,6 +14,7 @@ import platform
 import sys
 import traceback
 
+MARK = "RLVR-PREFLIGHT-REPORT "
 DISTRIBUTIONS = (
     "ray",
     "verl",
@@ -99,7 +100,11 @@ def main() -> None:
         "environment": {key: os.environ.get(key) for key in request["environment"]},
         "composition": composed(request["runs"]),
     }
-    print(json.dumps(report))
+    # A marked line: engines print to stdout too, also after us.
+    sys.stdout.write(MARK + json.dumps(report) + "\n")
+    sys.stdout.flush()
+    # No interpreter shutdown: GPU stacks may crash in their exit handlers after a complete report.
+    os._exit(0)
 
 
 if __name__ == "__main__":

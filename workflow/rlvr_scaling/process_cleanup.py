@@ -9,9 +9,20 @@ from __future__ import annotations
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 
 TOKEN_VAR = "RLVR_RUN_TOKEN"
+# An optional prefix for the tokens of this environment's runs, so that whoever starts several
+# workflows side by side (two test workers, two studies) can tell their processes apart. It is part
+# of the token because Ray and Python retitle their processes, which may overwrite the start of
+# /proc/<pid>/environ, while the token, set last, stays readable.
+TOKEN_TAG_VAR = "RLVR_RUN_TOKEN_TAG"
+
+
+def new_token() -> str:
+    tag = os.environ.get(TOKEN_TAG_VAR, "")
+    return f"{tag}-{uuid.uuid4().hex}" if tag else uuid.uuid4().hex
 
 
 def processes_with_token(token: str) -> list[int]:
