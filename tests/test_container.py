@@ -31,7 +31,8 @@ def test_lumi_runs_the_images_python_with_its_binds_and_the_results_tree(tmp_pat
     # A pinned release, never a floating `latest` link; the Megatron bridge verl 0.9.1 imports.
     assert "From: /appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260807_115122/" in definition
     assert "latest" not in definition
-    assert '"verl[verl-core,megatron]==0.9.1"' in definition
+    # Not verl's megatron extra (it pins torch 2.11 and CUDA builds): the bridge on the base's stack.
+    assert '"verl[verl-core]==0.9.1" megatron-bridge==0.5.2 mbridge' in definition
     assert "--constraint /opt/rlvr-scaling-keep.txt" in definition and "%files" not in definition
 
 

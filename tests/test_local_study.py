@@ -284,6 +284,11 @@ def test_a_killed_workflow_leaves_no_process_and_a_rerun_redoes_exactly_the_kill
     killed_at = time.monotonic()
     assert_no_run_processes(grace_s=30)
     print(f"run processes gone {time.monotonic() - killed_at:.1f} s after the SIGKILL")
+    # The guard files the folder once the processes are gone: a moment after them.
+    deadline = time.monotonic() + 30
+    while staging.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    print(f"staging folder filed {time.monotonic() - killed_at:.1f} s after the SIGKILL")
     failed = list((workdir / "results" / "failed" / run_id).glob("*"))
     assert len(failed) == 1 and not staging.exists() and not any(runs.iterdir())
     assert json.loads((failed[0] / "job.json").read_text())["status"] == "killed"
