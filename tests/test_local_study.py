@@ -199,17 +199,39 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     assert "rule selection" not in plan
 
 
+def _single_sweep_run(tmp_path: Path) -> Path:
+    """A study of one long sweep run: time enough to hurt it midway."""
+    single = tmp_path / "single.yaml"
+    single.write_text(
+        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 40\n"
+        "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
+    )
+    return single
+
+
+def _wait_for_step(runs: Path, process: subprocess.Popen, step: int, timeout_s: float = 900) -> Path:
+    """The staging folder of the run in progress, once its console shows `step`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            output = process.stdout.read()[-3000:] if process.stdout else ""
+            raise AssertionError(
+                f"snakemake exited ({process.returncode}) before its run reached step {step}:\n{output}"
+            )
+        logs = list(runs.glob(".staging-*/console.log")) if runs.exists() else []
+        if logs and f"step:{step} " in logs[0].read_text(errors="replace"):
+            return logs[0].parent
+        time.sleep(1)
+    raise AssertionError(f"the run never reached step {step} in {timeout_s:.0f} s")
+
+
 def _worker_pids() -> list[int]:
     return [pid for pid, command in token_processes() if "WorkerDict" in command]
 
 
 def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp_path: Path) -> None:
-    single = tmp_path / "single.yaml"
-    single.write_text(
-        # A sweep point: a crash there used to land in results/runs/ as a "memory bound" verdict.
-        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 40\n"
-        "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
-    )
+    # A sweep point: a crash there used to land in results/runs/ as a "memory bound" verdict.
+    single = _single_sweep_run(tmp_path)
     process = subprocess.Popen(
         [SNAKEMAKE, "--cores", "2", "--configfile", str(single)],
         cwd=workdir,
@@ -219,21 +241,11 @@ def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp
         env=dict(os.environ),
     )
     runs = workdir / "results" / "runs"
-    deadline = time.monotonic() + 900
-    killed = []
-    while time.monotonic() < deadline and not killed:
-        if process.poll() is not None:
-            raise AssertionError(
-                f"snakemake exited ({process.returncode}) before its run reached step 2:\n"
-                f"{process.stdout.read()[-3000:]}"
-            )
-        logs = list(runs.glob(".staging-*/console.log")) if runs.exists() else []
-        if logs and "step:2 " in logs[0].read_text(errors="replace"):
-            killed = _worker_pids()
-            for pid in killed:
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(1)
-    assert killed, "the run never reached step 2"
+    _wait_for_step(runs, process, 2)
+    killed = _worker_pids()
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    assert killed, "no verl worker of the run was found"
     output, _ = process.communicate(timeout=900)
     assert process.returncode != 0
     assert "Error in rule run" in output
@@ -253,11 +265,7 @@ def test_a_crashed_run_keeps_its_evidence_and_is_redone_alone(workdir: Path, tmp
 def test_a_killed_workflow_leaves_no_process_and_a_rerun_redoes_exactly_the_killed_run(
     workdir: Path, tmp_path: Path
 ) -> None:
-    single = tmp_path / "single.yaml"
-    single.write_text(
-        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 40\n"
-        "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
-    )
+    single = _single_sweep_run(tmp_path)
     # As `setsid snakemake ... & kill -9 -- -$!`: the whole process group, launcher included, SIGKILLed.
     process = subprocess.Popen(
         [SNAKEMAKE, "--cores", "2", "--configfile", str(single)],
@@ -267,16 +275,7 @@ def test_a_killed_workflow_leaves_no_process_and_a_rerun_redoes_exactly_the_kill
         start_new_session=True,
     )
     runs = workdir / "results" / "runs"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"snakemake exited ({process.returncode}) before its run reached step 1"
-        logs = list(runs.glob(".staging-*/console.log")) if runs.exists() else []
-        if logs and "step:1 " in logs[0].read_text(errors="replace"):
-            break
-        time.sleep(1)
-    else:
-        raise AssertionError("the run never reached step 1")
-    staging = logs[0].parent
+    staging = _wait_for_step(runs, process, 1)
     run_id = staging.name.removeprefix(".staging-").rsplit("-", 2)[0]
     assert token_processes(), "the run's processes should be alive before the kill"
     os.killpg(process.pid, signal.SIGKILL)

@@ -66,6 +66,15 @@ def _staging(root: Path, stamp: str = "20261130T120000Z", pid: int = 4242, run_i
     return staging
 
 
+def _guarded_run(tmp_path: Path, release: str) -> tuple[Path, Path, str, subprocess.Popen, int]:
+    """A staged run under a miniature launcher: staging folder, failed folder, token, launcher, trainer."""
+    staging = _staging(tmp_path)
+    failed = tmp_path / "results" / "failed" / RUN_ID / "20261130T120000Z"
+    token = uuid.uuid4().hex
+    launcher, trainer = _start_launcher(staging, failed, token, release)
+    return staging, failed, token, launcher, trainer
+
+
 def _start_launcher(staging: Path, failed: Path, token: str, release: str) -> tuple[subprocess.Popen, int]:
     launcher = subprocess.Popen(
         [PYTHON, "-c", LAUNCHER, token, str(staging), str(failed), release],
@@ -78,10 +87,7 @@ def _start_launcher(staging: Path, failed: Path, token: str, release: str) -> tu
 
 
 def test_a_killed_launcher_takes_its_run_down_and_files_it(tmp_path: Path) -> None:
-    staging = _staging(tmp_path)
-    failed = tmp_path / "results" / "failed" / RUN_ID / "20261130T120000Z"
-    token = uuid.uuid4().hex
-    launcher, trainer = _start_launcher(staging, failed, token, release="keep")
+    staging, failed, token, launcher, trainer = _guarded_run(tmp_path, release="keep")
     assert processes_with_token(token) == [trainer]
     os.killpg(launcher.pid, signal.SIGKILL)  # the trainer is in another session: this does not reach it
     launcher.wait()
@@ -96,10 +102,7 @@ def test_a_killed_launcher_takes_its_run_down_and_files_it(tmp_path: Path) -> No
 
 
 def test_a_released_guard_leaves_the_run_alone(tmp_path: Path) -> None:
-    staging = _staging(tmp_path)
-    failed = tmp_path / "results" / "failed" / RUN_ID / "x"
-    token = uuid.uuid4().hex
-    launcher, trainer = _start_launcher(staging, failed, token, release="done")
+    staging, failed, token, launcher, trainer = _guarded_run(tmp_path, release="done")
     try:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
@@ -155,10 +158,7 @@ def test_the_guard_ignores_the_signals_meant_for_the_run(tmp_path: Path) -> None
 
 def test_a_launcher_whose_cleanup_was_interrupted_leaves_the_ending_to_its_guard(tmp_path: Path) -> None:
     # release(done=False): e.g. a second Ctrl-C during the launcher's own cleanup.
-    staging = _staging(tmp_path)
-    failed = tmp_path / "results" / "failed" / RUN_ID / "x"
-    token = uuid.uuid4().hex
-    launcher, _trainer = _start_launcher(staging, failed, token, release="interrupted")
+    _staging_folder, _failed, token, launcher, _trainer = _guarded_run(tmp_path, release="interrupted")
     try:
         assert _wait_until(lambda: not processes_with_token(token)), "the guard did not end the run's processes"
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import paths
 from .errors import StudyError
+from .fsutil import write_json
 
 
 def _study_args(parser: argparse.ArgumentParser) -> None:
@@ -88,14 +89,6 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_json(path: str, value: object) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".partial")
-    tmp.write_text(json.dumps(value, indent=1, default=str) + "\n")
-    tmp.replace(target)
-
-
 def cmd_metrics(args: argparse.Namespace) -> int:
     from .metrics import read_steps, summarize_steps
     from .metrics_file import measurement_problems
@@ -145,7 +138,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from .summary import summarize_run
 
     summary = summarize_run(Path(args.run_dir))
-    _write_json(args.output, summary)
+    write_json(Path(args.output), summary)
     state = (
         "valid"
         if summary["valid"]
@@ -162,7 +155,7 @@ def cmd_select(args: argparse.Namespace) -> int:
     rule = study.config["selection_rule"]
     summaries = [json.loads(Path(p).read_text()) for p in args.summaries]
     chosen = select(args.dataset, summaries, rule["memory_cap_fraction"], rule["tolerance"])
-    _write_json(args.output, chosen)
+    write_json(Path(args.output), chosen)
     print(f"selection for {args.dataset}: {chosen['reason']}")
     return 0
 
@@ -256,7 +249,6 @@ def cmd_container_build(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from .failed_runs import write_json
     from .preflight import check, runs_to_check
 
     study = _load(args)
@@ -264,7 +256,6 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     runs, unplannable = runs_to_check(study, root)
     record = check(study, runs, root, known=unplannable)
     output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
     engine = record["engine"]
     print(
         f"preflight on site '{study.site_name}': Python {engine.get('python')}, "

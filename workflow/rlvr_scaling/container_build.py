@@ -12,7 +12,7 @@ from typing import Any
 from .config import Study
 from .container import build_command
 from .errors import StudyError
-from .failed_runs import write_json
+from .fsutil import write_json
 
 FREEZE_IN_IMAGE = "/opt/rlvr-scaling-pip-freeze.txt"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import paths
+from .fsutil import write_json
 from .process_cleanup import end_processes
 
 NOTE = "FAILED.txt"
@@ -37,13 +38,6 @@ def staging_name(run_id: str, stamp: str) -> str:
 
 def failed_dir(root: Path, run_id: str, stamp: str) -> Path:
     return paths.results_dir(root) / "failed" / run_id / stamp
-
-
-def write_json(path: Path, value: Any) -> None:
-    """Whole or not at all: a kill in the middle leaves the previous version."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(value, indent=1, default=str) + "\n")
-    tmp.replace(path)
 
 
 def file_failed(staging: Path, destination: Path, note: str, **job_updates: Any) -> Path:

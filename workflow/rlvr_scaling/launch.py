@@ -32,9 +32,9 @@ from .failed_runs import (
     now,
     recover_leftovers,
     staging_name,
-    write_json,
     write_launcher_identity,
 )
+from .fsutil import write_json
 from .metrics_file import measurement_problems, read_metrics_jsonl
 from .outcome import lands_in_runs, memory_evidence
 from .plan import Run
@@ -217,20 +217,19 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     token = new_token()
     # The guard first: from the staging folder's first moment, no death of ours leaves it behind.
     guard = Guard(token, staging, failed)
-    done = False
+    done = False  # the launch got through its own cleanup and filed the run
     try:
         staging.mkdir(parents=True)
         (staging / TOKEN_FILE).write_text(token + "\n")
         write_launcher_identity(staging)
-        try:
-            result = _launch_in(study, run, root, staging, final, failed, token, timeout_s)
-        except RunFailed:
-            done = True
-            raise
+        result = _launch_in(study, run, root, staging, final, failed, token, timeout_s)
         done = True
         return result
+    except RunFailed:
+        done = True
+        raise
     except BaseException as exc:
-        if not done and staging.is_dir():
+        if staging.is_dir():
             note = f"The launcher stopped on an error of its own: {exc!r}"
             file_failed(staging, failed, note, status="launcher error")
         raise

@@ -14,6 +14,7 @@ from typing import Any
 from . import paths
 from .config import Study, study_from_dict
 from .errors import StudyError
+from .fsutil import write_text_if_changed
 from .identity import canonical_json, digest
 from .plan import Run, build_plan, dataset_runs, find_run
 from .plan_view import site_note
@@ -121,24 +122,14 @@ class Lookup:
         return resolve
 
 
-def _write_if_changed(path: Path, text: str) -> str:
-    """Rewrite only a changed file: its time stamp is what Snakemake's mtime trigger reads."""
-    if not path.exists() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
-    return str(path)
-
-
 def write_preflight_definition(study: Study, root: Path | None = None) -> str:
     """What the preflight checks, in a file rewritten only when it changes: a changed study or site
     reruns the preflight (by its time stamp) before any new run, while finished runs stay."""
     path = (root or Path(".")) / "results" / "preflight" / f"{study.site_name}.defines.json"
-    return _write_if_changed(path, canonical_json({"config": study.config, "site": study.site}))
+    return write_text_if_changed(path, canonical_json({"config": study.config, "site": study.site}))
 
 
 def write_effective_config(config: dict[str, Any], root: Path | None = None) -> str:
     """Store the config this invocation validated, named by its hash, for the CLI steps to read."""
     path = (root or Path(".")) / "results" / ".study" / f"config-{digest(config, 12)}.json"
-    return _write_if_changed(path, canonical_json(config))
+    return write_text_if_changed(path, canonical_json(config))
