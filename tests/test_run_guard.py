@@ -72,6 +72,8 @@ def _guarded_run(tmp_path: Path, release: str) -> tuple[Path, Path, str, subproc
     failed = tmp_path / "results" / "failed" / RUN_ID / "20261130T120000Z"
     token = uuid.uuid4().hex
     launcher, trainer = _start_launcher(staging, failed, token, release)
+    # The trainer carries the token from its exec on (before it, a child has its parent's environment).
+    _wait_until(lambda: trainer in processes_with_token(token))
     return staging, failed, token, launcher, trainer
 
 
@@ -120,6 +122,8 @@ def test_the_next_launch_files_what_a_dead_launch_left(tmp_path: Path) -> None:
     token = uuid.uuid4().hex
     (mine / TOKEN_FILE).write_text(token + "\n")
     survivor = subprocess.Popen(["sleep", "300"], env=dict(os.environ, **{TOKEN_VAR: token}), start_new_session=True)
+    # Until its exec the child still has our environment, without the token: wait for the trainer.
+    assert _wait_until(lambda: processes_with_token(token) == [survivor.pid])
     moved = recover_leftovers(tmp_path, RUN_ID)
     assert moved == [tmp_path / "results" / "failed" / RUN_ID / "20261130T120000Z"]
     assert survivor.wait(timeout=20) is not None and not processes_with_token(token)
