@@ -125,7 +125,9 @@ def _key(run: Run) -> tuple[str, int, int]:
 
 def fabricate_steps(study: Study, run: Run, jitter: float) -> list[dict[str, Any]]:
     """verl file-logger records for `run`; each measured step varies by up to +-jitter per figure."""
-    rng = random.Random(run.run_id)
+    # Seeded by what the run is, not by its id: the id's hash changes whenever the identity gains a
+    # field, and the study-shaped figures below must not move with it.
+    rng = random.Random("-".join(map(str, _key(run))))
     means = PROFILES[_key(run)]
     prompt_mean, response_mean, clip = TOKENS[run.dataset]
     memory = MEMORY_GB.get(_key(run), DEFAULT_MEMORY_GB[run.dataset])

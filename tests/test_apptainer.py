@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.config import load_study
+from rlvr_scaling.ray_cluster import local_node_ip
 
 from .conftest import REPO, SLURM_TEST_ACCOUNT
 from .test_local_study import check_run_directory
@@ -146,8 +148,12 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert used_host == [], used_host
     pythons = {exe for pid, exe in executables.items() if "python" in os.path.basename(exe)}
     assert pythons and all(exe.startswith("/usr/bin/python3") for exe in pythons), pythons
-    probe = [c for c, inside in seen.values() if "ray.nodes()" in c or "get_node_ip_address" in c]
+    probe = [c for c, inside in seen.values() if "ray.nodes()" in c]
     assert probe, "the join probe was not seen"
+    # Inside the image too, every node's Ray serves on the site's interface (launch.node_interface).
+    interface = load_study(site="ci-apptainer").site["launch"]["node_interface"]
+    pinned = local_node_ip([sys.executable], dict(os.environ), interface)
+    assert job["ray_node_addresses"] == dict.fromkeys(job["node_list"], pinned)
     passed = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
     assert passed["problems"] == [] and passed["image"]["image"]["sha256"] == record["image"]["sha256"]
     assert_no_run_processes()

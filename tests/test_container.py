@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import sys
 from pathlib import Path
 
 import pytest
 from rlvr_scaling.config import load_study
 from rlvr_scaling.container import exec_prefix, module_environment, python_command, render_definition
+from rlvr_scaling.container_build import build_image, check_base_pin
 from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.results_io import write_index
 from rlvr_scaling.validate import check_semantics
 
 from .conftest import REPO
@@ -80,3 +84,37 @@ def test_a_failing_module_command_stops_the_launch_with_its_output() -> None:
     study.site["container"]["modules"] = ["module load no-such-module-anywhere"]
     with pytest.raises(StudyError, match="container.modules failed"):
         module_environment(study, {"PATH": "/usr/bin:/bin"})
+
+
+def test_a_pinned_base_image_that_changed_stops_the_build(tmp_path: Path) -> None:
+    base = tmp_path / "base.sif"
+    base.write_bytes(b"the base image")
+    study = load_study(site="ci-apptainer")
+    study.site["container"]["base_image"] = str(base)
+    study.site["container"]["base_sha256"] = hashlib.sha256(b"the base image").hexdigest()
+    check_base_pin(study)
+    base.write_bytes(b"another image at the same path")
+    with pytest.raises(ConfigError) as caught:
+        build_image(study, tmp_path / "verl.def", tmp_path / "verl.sif", tmp_path / "verl.json")
+    message = str(caught.value)
+    assert "container.base_sha256" in message and hashlib.sha256(base.read_bytes()).hexdigest() in message
+    assert not (tmp_path / "verl.sif").exists() and not (tmp_path / "verl.json").exists()
+    study.site["container"]["base_image"] = "docker://example/image:tag"
+    with pytest.raises(ConfigError, match="local image file"):
+        check_base_pin(study)
+
+
+def test_an_index_refuses_runs_measured_on_two_images(tmp_path: Path) -> None:
+    summaries = []
+    for run_id, image in [("gsm8k-n1-p2-a", "a" * 64), ("gsm8k-n2-p2-b", "b" * 64), ("gsm8k-n4-p2-c", None)]:
+        path = tmp_path / f"{run_id}.json"
+        container = {"sha256": image} if image else None
+        summary = {"run_id": run_id, "series": ["weak"], "nodes": 1, "prompts": 2, "valid": True}
+        path.write_text(json.dumps({**summary, "provenance": {"container": container}}))
+        summaries.append(path)
+    with pytest.raises(StudyError) as caught:
+        write_index("gsm8k", summaries, {}, None, tmp_path / "index.json")
+    assert "2 different engine images" in str(caught.value) and "gsm8k-n2-p2-b" in str(caught.value)
+    assert not (tmp_path / "index.json").exists()
+    write_index("gsm8k", [summaries[0], summaries[2]], {}, None, tmp_path / "index.json")
+    assert json.loads((tmp_path / "index.json").read_text())["image_sha256"] == "a" * 64

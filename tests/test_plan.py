@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rlvr_scaling import paths
 from rlvr_scaling.config import load_study
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.plan import build_plan
@@ -147,3 +148,36 @@ def test_start_up_grows_with_the_node_count_in_the_time_limit() -> None:
     one, sixteen = runs[("dapo_math", 1, ("weak",))], runs[("dapo_math", 16, ("weak",))]
     # Weak scaling: the same work per node, so only the start-up differs: 3 min per doubling x 4.
     assert sixteen.estimate["runtime_minutes"] - one.estimate["runtime_minutes"] == pytest.approx(12)
+
+
+def _run_ids(study) -> set[str]:
+    return {r.run_id for r in build_plan(study, selection={"gsm8k": 100, "dapo_math": 10}, root=Path("/s")) if r.run_id}
+
+
+def test_run_ids_name_what_the_engine_image_is_made_of(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    study = load_study(site="lumi")
+    base = _run_ids(study)
+    container = study.site["container"]
+    for key, value in [
+        ("requirements", [*container["requirements"], "extra-package==1.0"]),
+        ("base_image", container["base_image"].replace("20260807", "20260901")),
+        ("base_sha256", "0" * 64),
+        ("verl_extras", ["verl-core", "vllm"]),
+    ]:
+        changed = load_study(site="lumi")
+        changed.site["container"][key] = value
+        assert _run_ids(changed).isdisjoint(base), key
+    # The definition and a lock file enter by their contents, not their paths: another clone of the
+    # repository (another REPO_ROOT) names the same runs; an edited definition names new ones.
+    clone = tmp_path / "clone"
+    (clone / "containers").mkdir(parents=True)
+    (clone / container["definition"]).write_text((paths.REPO_ROOT / container["definition"]).read_text())
+    monkeypatch.setattr(paths, "REPO_ROOT", clone)
+    assert _run_ids(load_study(site="lumi")) == base
+    (clone / container["definition"]).write_text("# edited\n" + (clone / container["definition"]).read_text())
+    assert _run_ids(load_study(site="lumi")).isdisjoint(base)
+
+
+def test_a_site_without_an_image_has_no_image_in_its_run_identity() -> None:
+    run = next(r for r in build_plan(load_study(site="local"), root=Path("/s")) if r.run_id)
+    assert run.identity["container_base"] is None and "container_image" not in run.identity

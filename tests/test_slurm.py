@@ -7,11 +7,14 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.config import load_study
 from rlvr_scaling.metrics_file import read_metrics_jsonl
+from rlvr_scaling.ray_cluster import local_node_ip
 
 from .conftest import SLURM_TEST_ACCOUNT
 from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes
@@ -76,6 +79,13 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
     assert len(set(job["node_list"])) == 2
     # the second node's raylet ran as a Slurm step on that node and joined the head
     assert any((two / "ray").glob(f"ray-{job['node_list'][1]}.log"))
+    # Both nodes registered with Ray on the site's interface (launch.node_interface), not on the
+    # address Ray picks by itself.
+    interface = load_study(site="ci-slurm").site["launch"]["node_interface"]
+    pinned = local_node_ip([sys.executable], dict(os.environ), interface)
+    assert pinned != local_node_ip([sys.executable], dict(os.environ))
+    assert job["ray_node_addresses"] == dict.fromkeys(job["node_list"], pinned)
+    assert job["ray_head"].startswith(f"{pinned}:")
     accounting = subprocess.run(
         ["sacct", "-n", "-X", "-j", job["slurm_job_id"], "-o", "NNodes,State"], capture_output=True, text=True
     ).stdout.split()

@@ -13,16 +13,19 @@ GPUS=8
 CPUS=16
 MEMORY_MB=64000
 HOST=$(hostname)
+HSN_ADDRESS=10.213.0.1
+HSN_LABEL=lo:rlvrhsn
 
 log() { echo "slurm-cluster: $*" >&2; }
 
 install_packages() {
-  if command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null; then
+  if command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null &&
+    command -v ip >/dev/null; then
     return
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq slurmctld slurmd slurm-client slurmdbd munge mariadb-server >/dev/null
+  apt-get install -y -qq slurmctld slurmd slurm-client slurmdbd munge mariadb-server iproute2 >/dev/null
 }
 
 write_config() {
@@ -140,6 +143,11 @@ SQL
   for n in $(seq 1 $NODES); do
     pgrep -f "slurmd -N n$n\$" >/dev/null || slurmd -N "n$n"
   done
+  # A second network on the host, named in the ci-slurm site's launch.node_interface as LUMI's
+  # Slingshot interface (hsn0) is in lumi.yaml: Ray would not pick this address by itself, so the
+  # tests see that every Ray node serves on the interface the site names.
+  ip -4 addr show dev lo | grep -q "$HSN_ADDRESS/32" ||
+    ip addr add "$HSN_ADDRESS/32" dev lo label "$HSN_LABEL"
   sacctmgr -i add account "$ACCOUNT" cluster="$CLUSTER" >/dev/null 2>&1 || true
   sacctmgr -i add user root account="$ACCOUNT" cluster="$CLUSTER" >/dev/null 2>&1 || true
   # ReturnToService=1 keeps a node that was set DOWN down (the nodes-down test relies on it), so a node

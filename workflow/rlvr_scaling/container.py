@@ -3,10 +3,12 @@ how the launcher runs commands inside it."""
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import paths
 from .config import Study
@@ -31,6 +33,27 @@ def render_definition(study: Study) -> str:
         files=f"\n%files\n    {paths.REPO_ROOT / lock} {LOCK_IN_IMAGE}\n" if lock else "",
         constraint_args=f"--constraint {LOCK_IN_IMAGE}" if lock else "",
     )
+
+
+def image_identity(study: Study) -> dict[str, Any]:
+    """What the engine image is made of, known before it is built: the part of a run's identity that
+    names its image. The built image's own sha256 cannot be: a rebuild of the same definition differs
+    in timestamps, and run ids are fixed when the workflow is planned. Runs record that digest
+    (job.json), Snakemake reruns them when the image is rebuilt, and an index refuses a series
+    measured on two images (results_io.write_index). Contents, not paths: two clones of the
+    repository name the same runs."""
+    container = study.site["container"]
+    template = (paths.REPO_ROOT / container["definition"]).read_bytes()
+    lock = container.get("constraints")
+    return {
+        "base_image": container["base_image"],
+        "base_sha256": container.get("base_sha256"),
+        "definition_sha256": hashlib.sha256(template).hexdigest(),
+        "python": container.get("python", "python3"),
+        "verl_extras": container.get("verl_extras", ["verl-core"]),
+        "requirements": container.get("requirements", []),
+        "constraints_sha256": hashlib.sha256((paths.REPO_ROOT / lock).read_bytes()).hexdigest() if lock else None,
+    }
 
 
 def build_command(study: Study, definition: str, image: str) -> list[str]:

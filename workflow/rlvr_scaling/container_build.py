@@ -11,7 +11,7 @@ from typing import Any
 
 from .config import Study
 from .container import build_command
-from .errors import StudyError
+from .errors import ConfigError, StudyError
 from .fsutil import write_json
 
 FREEZE_IN_IMAGE = "/opt/rlvr-scaling-pip-freeze.txt"
@@ -59,8 +59,31 @@ def image_record(study: Study, definition: Path, image: Path) -> dict[str, Any]:
     }
 
 
+def check_base_pin(study: Study) -> None:
+    """A site may pin its base image's sha256 (container.base_sha256): a base file replaced at the
+    same path then stops the build instead of silently changing every run."""
+    container = study.site["container"]
+    pinned = container.get("base_sha256")
+    if not pinned:
+        return
+    base = Path(container["base_image"])
+    where = f"site '{study.site_name}'"
+    if not base.is_file():
+        raise ConfigError("container.base_sha256", pinned, f"a pin of a local image file, and {base} is not one", where)
+    found = sha256_file(base)
+    if found != pinned:
+        raise ConfigError(
+            "container.base_sha256",
+            pinned,
+            f"the sha256 of container.base_image {base}, which is {found} now: the base image changed "
+            "since it was pinned (pin the new digest only if the new image is meant; runs made on it get new ids)",
+            where,
+        )
+
+
 def build_image(study: Study, definition: Path, image: Path, record: Path) -> dict[str, Any]:
     """Build next to `image` and move it in only when the build and its record succeed."""
+    check_base_pin(study)
     partial = image.with_name(f".{image.name}.building")
     partial.unlink(missing_ok=True)
     result = subprocess.run(build_command(study, str(definition), str(partial)))

@@ -120,7 +120,7 @@ def start_ray_cluster(
     cluster = RayCluster(
         job_id=job_id,
         nodes=nodes,
-        head_ip=local_node_ip(python_command(study, root), env),
+        head_ip=local_node_ip(python_command(study, root), env, launch_site.get("node_interface")),
         # Jobs on one host (or one login node) must not share Ray's port.
         port=launch_site["ray_port"] + (int(job_id) % 400) * 5,
         gpus_per_node=gpus_per_node,
@@ -132,6 +132,7 @@ def start_ray_cluster(
         env=env,
         unset_environment=launch_site.get("unset_environment", []),
         log_dir=log_dir,
+        interface=launch_site.get("node_interface"),
     )
     # Ray workers inherit the raylet's environment, not the driver's: the run's environment goes to
     # every `ray start`.
@@ -150,6 +151,7 @@ def start_ray_cluster(
     except BaseException:
         cluster.stop()
         raise
+    job.update(ray_node_addresses=cluster.addresses)
     return cluster
 
 

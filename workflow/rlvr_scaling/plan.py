@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Study
+from .container import image_identity
 from .errors import ConfigError
 from .identity import make_run_id
 from .verl_args import build_verl_args
@@ -66,6 +67,8 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
         "engine": study.site["engine"],
         "gpus_per_node": study.site["hardware"]["gpus_per_node"],
         "container_base": container["base_image"] if container else None,
+        # Added only where there is an image: runs without one keep the ids they had.
+        **({"container_image": image_identity(study)} if container else {}),
         "verl": cfg["software"]["verl"],
         "model": {k: cfg["model"][k] for k in ("name", "source", "revision")},
         "dataset": {

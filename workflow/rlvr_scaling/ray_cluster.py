@@ -16,18 +16,50 @@ PROBE = """
 import json, sys, ray
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 alive = [n for n in ray.nodes() if n["Alive"]]
-print(json.dumps({"resources": [n["Resources"] for n in alive]}))
+print(json.dumps({"resources": [n["Resources"] for n in alive], "addresses": [n["NodeManagerAddress"] for n in alive]}))
+"""
+
+# Runs in the run's Python on every node (inside the image; nothing of this package is importable
+# there), before `ray start`: the node's address on the site's network interface, and a check that the
+# job step may use the CPUs Ray will be told it has.
+NODE_START = r"""
+import fcntl, os, socket, struct, sys
+mode, interface, cpus, *ray_args = sys.argv[1:]
+node = socket.gethostname()
+
+def interface_address():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            request = struct.pack("256s", interface.encode()[:15])
+            return socket.inet_ntoa(fcntl.ioctl(sock.fileno(), 0x8915, request)[20:24])  # SIOCGIFADDR
+        except OSError as exc:
+            sys.exit(f"rlvr-scaling: node {node}: network interface {interface!r} (launch.node_interface) "
+                     f"has no IPv4 address here ({exc.strerror}); interfaces: {[n for _, n in socket.if_nameindex()]}")
+
+if mode == "address":
+    if interface:
+        print(interface_address())
+    else:
+        from ray._private.services import get_node_ip_address
+        print(get_node_ip_address())
+    sys.exit(0)
+usable = sorted(os.sched_getaffinity(0))
+if len(usable) < int(cpus):
+    sys.exit(f"rlvr-scaling: node {node}: Ray's processes here may run on {len(usable)} CPUs {usable}, but the "
+             f"site has {cpus} per node (hardware.cpus_per_node): the job step's CPU binding is too narrow")
+if interface:
+    ray_args.append(f"--node-ip-address={interface_address()}")
+os.execv(sys.executable, [sys.executable, "-m", "ray.scripts.scripts", *ray_args])
 """
 
 
-NODE_IP = "from ray._private.services import get_node_ip_address; print(get_node_ip_address())"
-
-
-def local_node_ip(python: list[str], env: dict[str, str]) -> str:
-    """The address Ray itself picks for this node (each node picks its own the same way; Slurm's
-    NodeAddr may be a name or, on a test cluster, a loopback address Ray does not serve on). Asked of
-    the run's Python: the workflow's own environment need not have Ray, nor the same one."""
-    result = subprocess.run([*python, "-c", NODE_IP], capture_output=True, text=True, timeout=120, env=env)
+def local_node_ip(python: list[str], env: dict[str, str], interface: str | None = None) -> str:
+    """This node's address for Ray: the site's network interface's (LUMI: hsn0, the Slingshot network
+    that RCCL uses too), else the address Ray itself picks (each node picks its own the same way;
+    Slurm's NodeAddr may be a name or a loopback address Ray does not serve on). Asked of the run's
+    Python: the workflow's own environment need not have Ray, nor the same one."""
+    command = [*python, "-c", NODE_START, "address", interface or "", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
     lines = result.stdout.strip().splitlines()
     if result.returncode != 0 or not lines:
         raise StudyError(
@@ -55,7 +87,10 @@ class RayCluster:
     env: dict[str, str]
     unset_environment: list[str]
     log_dir: Path
+    interface: str | None = None
     processes: list[subprocess.Popen] = field(default_factory=list)
+    # Each node's address as Ray registered it, once the cluster has formed.
+    addresses: dict[str, str] = field(default_factory=dict)
 
     @property
     def head_address(self) -> str:
@@ -65,7 +100,7 @@ class RayCluster:
         node = self.nodes[index]
         # The run's Python (inside the site's container when it has one) runs Ray's own CLI: no
         # dependence on an activated environment or on PATH inside the image.
-        ray = [*self.python, "-m", "ray.scripts.scripts"]
+        ray = [*self.python, "-c", NODE_START, "start", self.interface or "", str(self.slurm_cpus_per_node)]
         # srun gives each step Slurm's device variables again: drop the ones Ray must own.
         unset = [f"--unset={name}" for name in self.unset_environment]
         command = [
@@ -137,8 +172,15 @@ class RayCluster:
         lines = result.stdout.strip().splitlines()
         if result.returncode != 0 or not lines:
             return [], 0.0, f"the probe failed (exit {result.returncode}): {result.stderr.strip()[-800:]}"
-        resources = json.loads(lines[-1])["resources"]
-        names = [n for n in self.nodes for r in resources if NODE_RESOURCE.format(n) in r]
+        found = json.loads(lines[-1])
+        resources = found["resources"]
+        self.addresses = {
+            n: address
+            for n in self.nodes
+            for r, address in zip(resources, found["addresses"], strict=True)
+            if NODE_RESOURCE.format(n) in r
+        }
+        names = [n for n in self.nodes if n in self.addresses]
         return names, sum(r.get("GPU", 0.0) for r in resources), ""
 
     def wait(self, timeout_s: float, want_nodes: list[str] | None = None) -> None:
@@ -148,10 +190,11 @@ class RayCluster:
         gpus = 0.0
         problem = ""
         while time.monotonic() < deadline:
-            for process in self.processes:
+            for node, process in zip(self.nodes, self.processes, strict=False):  # while starting, fewer
                 if process.poll() is not None:
                     raise RayClusterError(
-                        f"a Ray process exited early (status {process.returncode}); see {self.log_dir}"
+                        f"Ray on node {node} exited early (status {process.returncode}): "
+                        f"{self._log_tail(node)} (all logs in {self.log_dir})"
                     )
             joined, gpus, problem = self.joined()
             if set(want) <= set(joined) and gpus >= len(want) * self.gpus_per_node:
@@ -163,6 +206,11 @@ class RayCluster:
             f"{gpus:g} of {len(want) * self.gpus_per_node} GPUs joined; logs in {self.log_dir}"
             + (f"; the last probe: {problem}" if problem else "")
         )
+
+    def _log_tail(self, node: str) -> str:
+        log = self.log_dir / f"ray-{node}.log"
+        lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        return " | ".join(lines[-3:]) or "no output"
 
     def stop(self) -> None:
         for process in reversed(self.processes):

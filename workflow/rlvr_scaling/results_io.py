@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import StudyError
+
 
 @dataclass
 class StudyResults:
@@ -28,6 +30,25 @@ class StudyResults:
         return [s for s in self.summaries.values() if not s["valid"]]
 
 
+def one_image(dataset: str, summaries: dict[str, dict[str, Any]]) -> str | None:
+    """The engine image's sha256 that every measured run of the dataset recorded. Run ids name what
+    an image is made of, not the built file (container.image_identity): runs measured on two builds
+    must not stand in one table."""
+    images: dict[str, list[str]] = {}
+    for run_id, summary in summaries.items():
+        image = ((summary.get("provenance") or {}).get("container") or {}).get("sha256")
+        if image:
+            images.setdefault(image, []).append(run_id)
+    if len(images) > 1:
+        listing = "; ".join(f"{digest[:12]}: {', '.join(sorted(ids))}" for digest, ids in images.items())
+        raise StudyError(
+            f"the runs of {dataset} were measured on {len(images)} different engine images ({listing}): "
+            "delete the results/runs/ folders of the runs not made on the current image (results/containers/"
+            "<site>/verl.json names it) and run the workflow again"
+        )
+    return next(iter(images), None)
+
+
 def write_index(
     dataset: str,
     summary_paths: list[Path],
@@ -38,8 +59,10 @@ def write_index(
     """`series` maps run ids to the series the plan puts them in now: a sweep run learns that it is
     also the 1-node weak run only once the selection exists, after it ran."""
     runs = []
+    summaries = {}
     for path in summary_paths:
         summary = json.loads(path.read_text())
+        summaries[summary["run_id"]] = summary
         runs.append(
             {
                 "run_id": summary["run_id"],
@@ -53,6 +76,7 @@ def write_index(
     document = {
         "dataset": dataset,
         "selection": selection,
+        "image_sha256": one_image(dataset, summaries),
         "runs": sorted(runs, key=lambda r: (r["nodes"], r["prompts"])),
     }
     output.parent.mkdir(parents=True, exist_ok=True)
