@@ -3,11 +3,13 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+WORKFLOW_VENV ?= .venv-workflow
+WORKFLOW_STAMP := $(WORKFLOW_VENV)/.installed
 CORES ?= 2
 
-.PHONY: demo test lint format bench clean engine-lock
+.PHONY: demo test lint format bench clean engine-lock workflow-env
 
-$(STAMP): envs/local.txt pyproject.toml
+$(STAMP): envs/local.txt envs/workflow.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of torch first, alone: any looser spec pulls a multi-GB CUDA build.
@@ -15,6 +17,19 @@ $(STAMP): envs/local.txt pyproject.toml
 	$(BIN)/pip install --quiet -r envs/local.txt
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
+
+# The workflow environment for a cluster's login node (envs/workflow.txt): no torch, verl or Ray.
+# LUMI's quotas count files (100k in home or project space): no bytecode written at install and no
+# packages' own test suites, 15.5k files -> about 7k (benchmarks/workflow_env.py measures it).
+$(WORKFLOW_STAMP): envs/workflow.txt pyproject.toml
+	test -x $(WORKFLOW_VENV)/bin/python || $(PYTHON) -m venv $(WORKFLOW_VENV)
+	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile --upgrade pip
+	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile -r envs/workflow.txt
+	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile --no-deps -e .
+	find $(WORKFLOW_VENV)/lib -depth -type d -name tests -path '*/site-packages/*' -exec rm -rf {} +
+	touch $@
+
+workflow-env: $(WORKFLOW_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES)
@@ -28,7 +43,7 @@ demo: $(STAMP)
 	@echo "  bundle:  $$(ls results/bundle/*.tar.gz)"
 
 # Two workers: the local-engine tests and the Slurm cluster's tests run side by side (xdist groups).
-test: $(STAMP)
+test: $(STAMP) $(WORKFLOW_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)

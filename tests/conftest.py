@@ -19,6 +19,8 @@ os.environ["RLVR_RUN_TOKEN_TAG"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
+# The login-node environment (`make workflow-env`), beside the full one the tests run in.
+WORKFLOW_PYTHON = Path(os.environ.get("RLVR_WORKFLOW_VENV", REPO / ".venv-workflow")) / "bin" / "python"
 
 
 def _verl_installed() -> bool:
@@ -42,6 +44,9 @@ REQUIREMENTS = {
     # `slow` tests run the real verl trainer on CPU.
     "slow": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
     "verl": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
+    "workflow_env": Requirement(
+        "RLVR_REQUIRE_WORKFLOW_ENV", WORKFLOW_PYTHON.exists, f"{WORKFLOW_PYTHON} is missing (make workflow-env)"
+    ),
 }
 
 

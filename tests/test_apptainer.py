@@ -46,7 +46,7 @@ def in_container(pid: int) -> bool:
 def engine_process(command: str) -> bool:
     """verl, Ray's daemons and actors: what must run in the image (srun, the Apptainer starter and the
     launcher's own join probe run on the host)."""
-    if command.startswith(("srun", "env ", "singularity", "bash", "Apptainer")):
+    if command.startswith(("srun", "env ", "apptainer", "singularity", "bash", "Apptainer")):
         return False
     markers = ("/raylet/raylet", "/gcs/gcs_server", "-m verl.trainer.main_ppo", "-m ray.scripts.scripts")
     return command.startswith("ray::") or any(marker in command for marker in markers)
@@ -128,7 +128,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert job["container"]["sha256"] == record["image"]["sha256"]
     assert job["container"]["packages"]["ray"] == "2.60.0" and job["container"]["base_image"]["sha256"]
     assert len(job["node_list"]) == 2
-    assert "singularity exec" in (runs[0] / "command.sh").read_text()
+    assert "apptainer exec" in (runs[0] / "command.sh").read_text()  # container.runtime
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
     # Two Ray clusters of two nodes each: the preflight's (it reruns after the refused first try)

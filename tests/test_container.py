@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling.config import load_study
-from rlvr_scaling.container import exec_prefix, module_environment, python_command, render_definition
+from rlvr_scaling.container import (
+    exec_prefix,
+    module_environment,
+    python_command,
+    render_definition,
+    require_runtime,
+    runtime,
+)
 from rlvr_scaling.container_build import build_image, check_base_pin
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.results_io import write_index
@@ -43,7 +50,7 @@ def test_lumi_runs_the_images_python_with_its_binds_and_the_results_tree(tmp_pat
 def test_the_test_site_runs_its_images_own_python_and_binds_no_python_environment(tmp_path: Path) -> None:
     study = load_study(site="ci-apptainer")
     command = python_command(study, tmp_path)
-    assert command[-1] == "/opt/venv/bin/python3"
+    assert command[:2] == ["apptainer", "exec"] and command[-1] == "/opt/venv/bin/python3"
     assert command[2:4] == ["--env", f"PYTHONPATH={REPO}/workflow"]
     binds = command[5].split(",")
     assert binds == [f"{REPO}/workflow:{REPO}/workflow:ro", str(tmp_path.resolve())]
@@ -118,3 +125,20 @@ def test_an_index_refuses_runs_measured_on_two_images(tmp_path: Path) -> None:
     assert not (tmp_path / "index.json").exists()
     write_index("gsm8k", [summaries[0], summaries[2]], {}, None, tmp_path / "index.json")
     assert json.loads((tmp_path / "index.json").read_text())["image_sha256"] == "a" * 64
+
+
+def test_a_runtime_the_host_lacks_stops_the_build_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    study = load_study(site="lumi")
+    assert runtime(study) == "singularity"
+    with pytest.raises(ConfigError) as caught:
+        build_image(study, tmp_path / "verl.def", tmp_path / "verl.sif", tmp_path / "verl.json")
+    message = str(caught.value)
+    assert "container.runtime" in message and "'singularity'" in message
+    assert "neither apptainer nor singularity" in message
+    (tmp_path / "apptainer").write_text("#!/bin/sh\n")
+    (tmp_path / "apptainer").chmod(0o755)
+    with pytest.raises(ConfigError, match=r"found: apptainer"):
+        require_runtime(study)

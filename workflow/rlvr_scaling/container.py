@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 from . import paths
 from .config import Study
-from .errors import StudyError
+from .errors import ConfigError, StudyError
 from .validate import CONTAINER_PLACEHOLDERS
 
 LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
@@ -56,10 +57,29 @@ def image_identity(study: Study) -> dict[str, Any]:
     }
 
 
+def runtime(study: Study) -> str:
+    """The container runtime's command for building, inspecting and running the image: LUMI provides
+    SingularityCE (`singularity`), the test machines Apptainer. Named once per site."""
+    return (study.site["container"] or {}).get("runtime", "apptainer")
+
+
+def require_runtime(study: Study) -> None:
+    """Before a build or a run: the site's runtime is a command here (a clear error, not a traceback)."""
+    name = runtime(study)
+    if shutil.which(name) is None:
+        found = [n for n in ("apptainer", "singularity") if shutil.which(n)]
+        raise ConfigError(
+            "container.runtime",
+            name,
+            f"a command on this host's PATH (found: {', '.join(found) or 'neither apptainer nor singularity'})",
+            f"site '{study.site_name}'",
+        )
+
+
 def build_command(study: Study, definition: str, image: str) -> list[str]:
-    """`apptainer build --fakeroot` with the site's build options (e.g. a CA bundle bound in)."""
+    """`<runtime> build --fakeroot` with the site's build options (e.g. a CA bundle bound in)."""
     container = study.site["container"] or {}
-    return ["apptainer", "build", "--fakeroot", "--force", *container.get("build_args", []), image, definition]
+    return [runtime(study), "build", "--fakeroot", "--force", *container.get("build_args", []), image, definition]
 
 
 def expand(template: str) -> str:
@@ -79,7 +99,7 @@ def record_path(study: Study, root: Path) -> Path:
 
 
 def exec_prefix(study: Study, root: Path) -> list[str]:
-    """`singularity exec --bind ... IMAGE`, or nothing on a site without a container."""
+    """`<runtime> exec --bind ... IMAGE`, or nothing on a site without a container."""
     container = study.site["container"]
     if not container:
         return []
@@ -88,7 +108,7 @@ def exec_prefix(study: Study, root: Path) -> list[str]:
     # The results tree holds the data, the model and the run directory the run writes into.
     binds.append(str(root.resolve()))
     return [
-        "singularity",
+        runtime(study),
         "exec",
         *options,
         "--bind",

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Study
-from .container import build_command
+from .container import build_command, require_runtime, runtime
 from .errors import ConfigError, StudyError
 from .fsutil import write_json
 
@@ -32,17 +32,19 @@ def _run(command: list[str], what: str) -> str:
     return result.stdout
 
 
-def labels(image: Path) -> dict[str, str]:
+def labels(study: Study, image: Path) -> dict[str, str]:
     found = {}
-    for line in _run(["apptainer", "inspect", "--labels", str(image)], "apptainer inspect").splitlines():
+    command = [runtime(study), "inspect", "--labels", str(image)]
+    for line in _run(command, "reading the image's labels").splitlines():
         key, sep, value = line.partition(":")
         if sep:
             found[key.strip()] = value.strip()
     return found
 
 
-def in_image_packages(image: Path) -> dict[str, str]:
-    text = _run(["apptainer", "exec", str(image), "cat", FREEZE_IN_IMAGE], "reading the image's package list")
+def in_image_packages(study: Study, image: Path) -> dict[str, str]:
+    command = [runtime(study), "exec", str(image), "cat", FREEZE_IN_IMAGE]
+    text = _run(command, "reading the image's package list")
     return dict(line.split("==", 1) for line in text.splitlines() if "==" in line)
 
 
@@ -54,8 +56,8 @@ def image_record(study: Study, definition: Path, image: Path) -> dict[str, Any]:
         "definition": definition.read_text(),
         "base_image": {"path": str(base), "sha256": sha256_file(base) if base.exists() else None},
         "image": {"path": str(image.resolve()), "sha256": sha256_file(image), "bytes": image.stat().st_size},
-        "labels": labels(image),
-        "packages": in_image_packages(image),
+        "labels": labels(study, image),
+        "packages": in_image_packages(study, image),
     }
 
 
@@ -83,6 +85,7 @@ def check_base_pin(study: Study) -> None:
 
 def build_image(study: Study, definition: Path, image: Path, record: Path) -> dict[str, Any]:
     """Build next to `image` and move it in only when the build and its record succeed."""
+    require_runtime(study)
     check_base_pin(study)
     partial = image.with_name(f".{image.name}.building")
     partial.unlink(missing_ok=True)

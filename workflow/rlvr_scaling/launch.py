@@ -21,7 +21,7 @@ from typing import Any
 
 from . import paths
 from .config import Study
-from .container import exec_prefix, module_environment, python_command, record_path
+from .container import exec_prefix, module_environment, python_command, record_path, require_runtime
 from .container_build import image_facts
 from .errors import StudyError
 from .failed_runs import (
@@ -99,6 +99,8 @@ def check_inputs(study: Study, run: Run, root: Path) -> None:
     model = paths.model_dir(root, study.site_name)
     if not (model / "config.json").exists():
         raise StudyError(f"model is missing: {model} (run the model stage first)")
+    if study.site["container"]:
+        require_runtime(study)
 
 
 def start_ray_cluster(

@@ -22,8 +22,8 @@ from typing import Any
 
 from . import paths
 from .config import Study
-from .container import module_environment, python_command, record_path
-from .errors import StudyError
+from .container import module_environment, python_command, record_path, require_runtime
+from .errors import ConfigError, StudyError
 from .plan import Run
 from .preflight_probe import MARK
 from .process_cleanup import TOKEN_VAR, end_processes, new_token
@@ -93,6 +93,10 @@ def _image(study: Study, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
     facts = json.loads(record.read_text())
     image = Path(facts["image"]["path"])
     problems = []
+    try:
+        require_runtime(study)
+    except ConfigError as exc:
+        problems.append(str(exc))
     if not image.exists():
         problems.append(f"the image {image} is missing")
     elif image.stat().st_size != facts["image"]["bytes"]:
