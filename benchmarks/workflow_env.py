@@ -38,6 +38,7 @@ def use(venv: Path) -> None:
     with tempfile.TemporaryDirectory() as work:
         workdir = link_workflow(Path(work))
         (workdir / "lumi").symlink_to(REPO_ROOT / "lumi")
+        env["RLVR_RESULTS_ROOT"] = str(workdir / "scratch-results")  # LUMI: /scratch/<account>/...
         snakemake = [str(venv / "bin" / "snakemake"), "--profile", "lumi", "-n"]
         subprocess.run(snakemake, cwd=workdir, env=env, check=True, capture_output=True)
 

@@ -6,6 +6,7 @@ from rlvr_scaling.config import typed_command_line
 from rlvr_scaling.workflow_glue import (
     Lookup,
     load_or_exit,
+    results_root_or_exit,
     write_effective_config,
     write_preflight_definition,
 )
@@ -16,6 +17,8 @@ STUDY = load_or_exit(STUDY_CONFIG)
 PLAN = Lookup(STUDY)
 SITE = STUDY.site_name
 DATASETS = STUDY.datasets
+# results/ may be a link to the site's storage (storage.results): made before anything is written.
+RESULTS_ROOT = results_root_or_exit(STUDY)
 # The CLI steps read exactly the config this invocation validated (including --config overrides),
 # through the same interpreter as Snakemake's: jobs need no activated environment.
 STUDY_FILE = write_effective_config(STUDY_CONFIG)

@@ -45,7 +45,9 @@ REQUIREMENTS = {
     "slow": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
     "verl": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
     "workflow_env": Requirement(
-        "RLVR_REQUIRE_WORKFLOW_ENV", WORKFLOW_PYTHON.exists, f"{WORKFLOW_PYTHON} is missing (make workflow-env)"
+        "RLVR_REQUIRE_WORKFLOW_ENV",
+        lambda: os.access(WORKFLOW_PYTHON, os.X_OK),
+        f"{WORKFLOW_PYTHON} is missing (make workflow-env)",
     ),
 }
 

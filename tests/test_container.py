@@ -53,7 +53,11 @@ def test_the_test_site_runs_its_images_own_python_and_binds_no_python_environmen
     assert command[:2] == ["apptainer", "exec"] and command[-1] == "/opt/venv/bin/python3"
     assert command[2:4] == ["--env", f"PYTHONPATH={REPO}/workflow"]
     binds = command[5].split(",")
-    assert binds == [f"{REPO}/workflow:{REPO}/workflow:ro", str(tmp_path.resolve())]
+    assert binds == [
+        f"{REPO}/workflow:{REPO}/workflow:ro",
+        str(tmp_path.resolve()),
+        str(tmp_path.resolve() / "results"),
+    ]
     assert not any(sys.prefix in b or sys.base_prefix in b for b in binds)
     definition = render_definition(study)
     assert f"{REPO}/containers/cpu-engine-lock.txt /opt/rlvr-scaling-lock.txt" in definition

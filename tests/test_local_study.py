@@ -18,7 +18,7 @@ import pytest
 from matplotlib import image
 from rlvr_scaling.console_log import read_console
 from rlvr_scaling.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
-from rlvr_scaling.paths import link_workflow
+from rlvr_scaling.paths import WORKFLOW_PARTS, link_workflow
 
 from .conftest import REPO
 from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes
@@ -88,13 +88,21 @@ def check_image(path: Path) -> None:
 def local_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One local study shared by the tests below (each run starts verl, ~80 s): tests/data/reduced.yaml."""
     workdir = link_workflow(tmp_path_factory.mktemp("local-study"))
-    snakemake(workdir, "--cores", "2", "--configfile", REDUCED)
+    # Results outside the working directory, as LUMI keeps them on scratch (storage.results).
+    scratch = {"RLVR_RESULTS_ROOT": str(workdir.parent / f"{workdir.name}-scratch" / "results")}
+    snakemake(workdir, "--cores", "2", "--configfile", REDUCED, env=scratch)
     return workdir
 
 
 def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     workdir = local_study
     results = workdir / "results"
+    # Every output went to the results root outside the working directory: what is left here is the
+    # workflow's own links, Snakemake's bookkeeping and the link to the results.
+    scratch = workdir.parent / f"{workdir.name}-scratch" / "results"
+    assert results.is_symlink() and results.resolve() == scratch.resolve()
+    assert {p.name for p in workdir.iterdir()} == {*WORKFLOW_PARTS, ".snakemake", "results"}
+    assert (scratch / "bundle").is_dir() and (scratch / "logs").is_dir() and (scratch / "models").is_dir()
     runs = {p.name: p for p in (results / "runs").iterdir()}
     selection = json.loads((results / "selection" / "gsm8k.json").read_text())
     chosen = selection["selected"]["prompts"]

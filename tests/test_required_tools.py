@@ -1,5 +1,6 @@
-"""The required-tool switch, proven the hard way: with sbatch, apptainer and verl hidden in a private mount
-namespace and RLVR_REQUIRE_*=1, every test that needs them fails at setup, at once, with one clear line."""
+"""The required-tool switch, proven the hard way: with sbatch, apptainer, verl and the login-node
+environment hidden in a private mount namespace and RLVR_REQUIRE_*=1, every test that needs them fails
+at setup, at once, with one clear line."""
 
 from __future__ import annotations
 
@@ -14,10 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, WORKFLOW_PYTHON
 
-REQUIRE = {"RLVR_REQUIRE_SLURM": "1", "RLVR_REQUIRE_APPTAINER": "1", "RLVR_REQUIRE_VERL": "1"}
-GUARDED = ("tests/test_slurm.py", "tests/test_apptainer.py", "tests/test_verl_compose.py", "tests/test_local_study.py")
+REQUIRE = {
+    "RLVR_REQUIRE_SLURM": "1",
+    "RLVR_REQUIRE_APPTAINER": "1",
+    "RLVR_REQUIRE_VERL": "1",
+    "RLVR_REQUIRE_WORKFLOW_ENV": "1",
+}
+GUARDED = (
+    "tests/test_slurm.py",
+    "tests/test_apptainer.py",
+    "tests/test_verl_compose.py",
+    "tests/test_local_study.py",
+    "tests/test_workflow_env.py",
+)
 
 
 def _hide_commands(empty_dir: Path) -> list[str]:
@@ -30,6 +42,10 @@ def _hide_commands(empty_dir: Path) -> list[str]:
     spec = importlib.util.find_spec("verl")
     if spec is not None and spec.origin:  # an empty directory over the package is a namespace package, not verl
         commands.append(f"mount --bind {empty_dir} {Path(spec.origin).parent}")
+    # The whole login-node environment: its python is a link to the interpreter this test runs on.
+    venv = WORKFLOW_PYTHON.parent.parent
+    if venv.is_dir():
+        commands.append(f"mount --bind {empty_dir} {venv}")
     return commands
 
 
@@ -64,6 +80,7 @@ def test_missing_required_tools_fail_every_guarded_test_at_setup_in_one_line(tmp
     assert errors == len([line for line in collected.splitlines() if "::" in line]), (summary, collected)
     # Each error is the one line of the hook: the variable and the tool, no traceback.
     for line in ("RLVR_REQUIRE_SLURM=1 but sbatch not found", "RLVR_REQUIRE_APPTAINER=1 but apptainer not found",
-                 "RLVR_REQUIRE_VERL=1 but verl is not importable"):  # fmt: skip
+                 "RLVR_REQUIRE_VERL=1 but verl is not importable",
+                 f"RLVR_REQUIRE_WORKFLOW_ENV=1 but {WORKFLOW_PYTHON} is missing"):  # fmt: skip
         assert line in output, output[-3000:]
     assert "Traceback" not in output and "FileNotFoundError" not in output, output[-3000:]

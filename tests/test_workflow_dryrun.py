@@ -19,8 +19,10 @@ ACCOUNT = {"RLVR_SLURM_ACCOUNT": "project_465000000"}
 
 
 @pytest.fixture
-def lumi_workdir(workdir: Path) -> Path:
+def lumi_workdir(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (workdir / "lumi").symlink_to(REPO / "lumi")
+    # LUMI keeps results on /scratch/<account>/ (storage.results); here, beside the workdir.
+    monkeypatch.setenv("RLVR_RESULTS_ROOT", str(workdir.parent / f"{workdir.name}-scratch"))
     return workdir
 
 
@@ -127,4 +129,4 @@ def test_the_nvidia_example_site_plans_and_dry_runs_with_its_gpus_in_the_image(w
     runs = [run for run in json.loads(plan.stdout) if run["run_id"]]
     assert runs and all(run["slurm"]["gpus_per_node"] == 8 and run["slurm"]["partition"] == "gpu" for run in runs)
     command = python_command(load_study(site="nvidia-example"), workdir)
-    assert command[:3] == ["singularity", "exec", "--nv"] and command[-1] == "python3"
+    assert command[:3] == ["apptainer", "exec", "--nv"] and command[-1] == "python3"

@@ -47,7 +47,9 @@ def test_it_plans_and_dry_runs_the_lumi_study(workdir: Path) -> None:
     assert "gsm8k" in plan and "dapo_math" in plan
     (workdir / "lumi").symlink_to(REPO / "lumi")
     snakemake = str(WORKFLOW_PYTHON.with_name("snakemake"))
-    output = light(snakemake, "--profile", "lumi", "-n", cwd=workdir, env=ACCOUNT).stdout
+    # LUMI keeps results on /scratch/<account>/ (storage.results); here, beside the workdir.
+    scratch = {"RLVR_RESULTS_ROOT": str(workdir.parent / f"{workdir.name}-scratch")}
+    output = light(snakemake, "--profile", "lumi", "-n", cwd=workdir, env={**ACCOUNT, **scratch}).stdout
     # The preflight's login-node part (its definition stamp) is written while Snakemake parses.
     assert "preflight" in output and "container_image" in output and "run" in output
     assert (workdir / "results" / "preflight" / "lumi.defines.json").exists()

@@ -33,7 +33,7 @@ def _load(args: argparse.Namespace):
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .plan import build_plan
-    from .plan_view import plan_table, site_note
+    from .plan_view import plan_table, results_line, site_note
     from .selection_io import read_selections
 
     study = _load(args)
@@ -47,6 +47,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     else:
         sys.stdout.write(plan_table(study, plan))
+        print(results_line(study, root))
     return 0
 
 
@@ -262,6 +263,8 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in engine.get("versions", {}).items() if v)
         + f"; {record['runs_checked']} runs composed"
     )
+    for warning in record["warnings"]:
+        print(f"rlvr-scaling: warning: {warning}", file=sys.stderr)
     if record["problems"]:
         # The evidence stays beside the output Snakemake would delete.
         evidence = output.with_name(f"{output.stem}.failed.json")

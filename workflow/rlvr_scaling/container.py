@@ -105,8 +105,9 @@ def exec_prefix(study: Study, root: Path) -> list[str]:
         return []
     binds = [expand(bind) for bind in container["binds"]]
     options = [expand(option) for option in container.get("exec_args", [])]
-    # The results tree holds the data, the model and the run directory the run writes into.
-    binds.append(str(root.resolve()))
+    # The results tree holds the data, the model and the run directory the run writes into; it may
+    # be a link to the site's storage (storage.results), bound in as well.
+    binds += [str(root.resolve()), str(paths.results_dir(root).resolve())]
     return [
         runtime(study),
         "exec",

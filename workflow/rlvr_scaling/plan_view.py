@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from . import paths
 from .config import Study
+from .errors import ConfigError
 from .plan import Run
+from .storage import results_location
 
 
 def plan_table(study: Study, plan: list[Run]) -> str:
@@ -63,3 +68,17 @@ def site_replacements(study: Study) -> list[str]:
     ]
     lines += [f"  {r.key.ljust(width)}  {r.yours!r} -> {r.site!r}" for r in study.site_replaced]
     return lines
+
+
+def results_line(study: Study, root: Path) -> str:
+    """Where this study's results are (or will be) written."""
+    link = paths.results_dir(root)
+    try:
+        wanted = results_location(study)
+    except ConfigError as exc:
+        return f"Results: not yet known ({exc.expected})"
+    if wanted is not None:
+        return f"Results: {wanted[0]} ({wanted[1]}; {link} links there)"
+    if link.is_symlink():
+        return f"Results: {link.resolve()} ({link} links there)"
+    return f"Results: {link.resolve()}"

@@ -28,6 +28,7 @@ from .plan import Run
 from .preflight_probe import MARK
 from .process_cleanup import TOKEN_VAR, end_processes, new_token
 from .run_environment import environment_templates, expanded_environment
+from .storage import space_report
 
 PROBE = Path(__file__).with_name("preflight_probe.py")
 
@@ -197,6 +198,8 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     pinned = study.config["software"]["verl"]
     if engine and engine["versions"].get("verl") != pinned:
         problems.append(f"verl {engine['versions'].get('verl')} in the engine's Python, the study pins {pinned}")
+    storage, found, warnings = space_report(paths.results_dir(root), paths.model_dir(root, study.site_name))
+    problems += found
     ray: dict[str, Any] | None = None
     if preflight_nodes(study, plan) == 2:
         if env.get("SLURM_JOB_ID"):
@@ -212,8 +215,10 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
         "inputs": inputs,
         "engine": engine,
         "ray_two_nodes": ray,
+        "storage": storage,
         "runs_checked": len([r for r in plan if r.verl_args]),
         "problems": problems,
+        "warnings": warnings,
     }
 
 

@@ -19,6 +19,7 @@ from .identity import canonical_json, digest
 from .plan import Run, build_plan, dataset_runs, find_run
 from .plan_view import site_note
 from .selection_io import read_selections
+from .storage import link_results
 
 
 def load_or_exit(config: dict[str, Any]) -> Study:
@@ -33,6 +34,15 @@ def load_or_exit(config: dict[str, Any]) -> Study:
     if note:
         print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     return study
+
+
+def results_root_or_exit(study: Study) -> Path:
+    """results/ as the site keeps it (a link to its storage, made once), before anything is written."""
+    try:
+        return link_results(study, Path.cwd())
+    except StudyError as exc:
+        print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 class Lookup:
