@@ -25,7 +25,6 @@ include: "rules/bundle.smk"
 # Slurm jobs.
 localrules:
     all,
-    container_definition,
     dataset,
     model,
     summary,

@@ -7,6 +7,7 @@ from rlvr_scaling.workflow_glue import (
     Lookup,
     load_or_exit,
     results_root_or_exit,
+    write_container_recipe,
     write_effective_config,
     write_preflight_definition,
 )
@@ -29,6 +30,7 @@ MODEL_DIR = f"results/models/{SITE}"
 BUNDLE = f"results/bundle/{STUDY.config['study']['name']}-{SITE}.tar.gz"
 PREFLIGHT = f"results/preflight/{SITE}.json"
 PREFLIGHT_DEFINITION = write_preflight_definition(STUDY)
+CONTAINER = write_container_recipe(STUDY)
 
 
 wildcard_constraints:
@@ -72,12 +74,7 @@ def dataset_summaries(wildcards):
 
 
 def container_image():
-    if not STUDY.site["container"]:
-        return []
-    return [
-        f"results/containers/{SITE}/verl.sif",
-        f"results/containers/{SITE}/verl.json",
-    ]
+    return [CONTAINER["image"], CONTAINER["record"]] if CONTAINER else []
 
 
 INDEXES = expand("results/index/{dataset}.json", dataset=DATASETS)

@@ -1,29 +1,17 @@
-# The site's container: verl added on top of the site's base image (LUMI: an AI Factory image).
-# The local site runs without one.
-
-
-rule container_definition:
-    output:
-        "results/containers/{site}/verl.def",
-    log:
-        "results/logs/containers/{site}-definition.log",
-    conda:
-        ENV
-    params:
-        cli=CLI,
-        study=STUDY_ARGS,
-    shell:
-        "{params.cli} container-definition {params.study} --output {output} > {log} 2>&1"
+# The site's container: verl added on top of the site's base image (LUMI: an AI Factory image), as a
+# derived image or as a venv packed into SquashFS (container.build). The recipe (definition or build
+# script) is rendered while the rules are read and rewritten only when it changes. The local site
+# runs without one.
 
 
 rule container_image:
     input:
-        "results/containers/{site}/verl.def",
+        CONTAINER.get("recipe", []),
     output:
-        image="results/containers/{site}/verl.sif",
-        record="results/containers/{site}/verl.json",
+        image=CONTAINER.get("image", "results/containers/none/verl.sif"),
+        record=CONTAINER.get("record", "results/containers/none/verl.json"),
     log:
-        "results/logs/containers/{site}-build.log",
+        f"results/logs/containers/{SITE}-build.log",
     conda:
         ENV
     params:

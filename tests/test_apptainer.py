@@ -157,3 +157,44 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     passed = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
     assert passed["problems"] == [] and passed["image"]["image"]["sha256"] == record["image"]["sha256"]
     assert_no_run_processes()
+
+
+def test_a_two_node_run_with_verl_added_the_squashfs_way(apptainer_workdir: Path, tmp_path: Path) -> None:
+    """LUMI's other documented way (container.build: venv-squashfs): no image build; a venv made inside
+    the base image, packed into SquashFS by the workflow and bound at /user-software for the runs."""
+    env = {**os.environ, "RLVR_SLURM_ACCOUNT": SLURM_TEST_ACCOUNT}
+    study = tmp_path / "study.yaml"
+    study.write_text(TWO_NODES)
+    site = "ci-apptainer-squashfs"
+    result = subprocess.run(
+        [SNAKEMAKE, *PROFILES, "--configfile", str(study), "--config", f"site={site}"],
+        cwd=apptainer_workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1500,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    results = apptainer_workdir / "results"
+    image = results / "containers" / site / "verl.sqsh"
+    record = json.loads((results / "containers" / site / "verl.json").read_text())
+    assert (
+        record["build"] == "venv-squashfs"
+        and record["image"]["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
+    )
+    # verl and Ray from the SquashFS; torch still the base image's own build.
+    assert record["packages"]["verl"] == "0.9.1" and record["packages"]["torch"] == "2.13.0+cpu"
+    passed = json.loads((results / "preflight" / f"{site}.json").read_text())
+    assert passed["problems"] == [] and passed["engine"]["executable"] == "/user-software/venv/bin/python3"
+    assert passed["engine"]["modules"]["verl.trainer.main_ppo"] == "ok"
+    runs = list((results / "runs").iterdir())
+    assert len(runs) == 1 and "-n2-" in runs[0].name
+    check_run_directory(runs[0], steps=3)
+    job = json.loads((runs[0] / "job.json").read_text())
+    assert job["container"]["sha256"] == record["image"]["sha256"] and len(job["node_list"]) == 2
+    command = (runs[0] / "command.sh").read_text()
+    assert (
+        f"{image.resolve()}:/user-software:ro,image-src=/" in command and "/user-software/venv/bin/python3" in command
+    )
+    our_jobs_gone()
+    assert_no_run_processes()

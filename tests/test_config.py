@@ -97,7 +97,9 @@ def test_pinned_selection_outside_the_grid_warns() -> None:
 
 
 def test_unknown_site_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="known sites: ci-apptainer, ci-slurm, local, lumi, nvidia-example"):
+    with pytest.raises(
+        ConfigError, match="known sites: ci-apptainer, ci-apptainer-squashfs, ci-slurm, local, lumi, nvidia-example"
+    ):
         load_study(site="nowhere")
 
 

@@ -43,8 +43,28 @@ def test_lumi_runs_the_images_python_with_its_binds_and_the_results_tree(tmp_pat
     assert "From: /appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260807_115122/" in definition
     assert "latest" not in definition
     # Not verl's megatron extra (it pins torch 2.11 and CUDA builds): the bridge on the base's stack.
-    assert '"verl[verl-core]==0.9.1" megatron-bridge==0.5.2 mbridge' in definition
-    assert "--constraint /opt/rlvr-scaling-keep.txt" in definition and "%files" not in definition
+    # The install step both ways share, with no lock ("-") on LUMI: the base's stack is the constraint.
+    post = '/opt/venv/bin/python3 /opt "verl[verl-core]==0.9.1" - megatron-bridge==0.5.2 mbridge'
+    assert f"sh /opt/rlvr-scaling-add-verl.sh {post}" in definition
+    assert f"{REPO}/containers/add-verl.sh /opt/rlvr-scaling-add-verl.sh" in definition
+
+
+def test_the_squashfs_way_binds_the_packed_venv_into_the_base_and_runs_its_python(tmp_path: Path) -> None:
+    study = load_study(site="ci-apptainer-squashfs")
+    command = python_command(study, tmp_path)
+    packed = tmp_path.resolve() / "results" / "containers" / "ci-apptainer-squashfs" / "verl.sqsh"
+    assert command[-1] == "/user-software/venv/bin/python3"
+    assert command[-2] == "/var/lib/rlvr-apptainer/bookworm-venv-torch.sif"  # the base, not a built image
+    assert ["--bind", f"{packed}:/user-software:ro,image-src=/"] == command[4:6]
+    script = render_definition(study)
+    assert script.startswith("#!/bin/bash") and "-m venv --system-site-packages /user-software/venv" in script
+    assert "rlvr-scaling-base.pth" in script  # the base venv's packages (the AIF's /opt/venv) stay visible
+    assert "sh /user-software/add-verl.sh /user-software/venv/bin/python /user-software" in script
+    assert '"verl[verl-core]==0.9.1" /user-software/rlvr-scaling-lock.txt' in script
+    # A definition template for a SquashFS build (or the reverse) is refused before anything runs.
+    study.site["container"]["definition"] = "containers/verl-venv.def.in"
+    with pytest.raises(ConfigError, match=r"container\.definition.*\.sh\.in"):
+        check_semantics(study.config, study.site)
 
 
 def test_the_test_site_runs_its_images_own_python_and_binds_no_python_environment(tmp_path: Path) -> None:
@@ -61,7 +81,7 @@ def test_the_test_site_runs_its_images_own_python_and_binds_no_python_environmen
     assert not any(sys.prefix in b or sys.base_prefix in b for b in binds)
     definition = render_definition(study)
     assert f"{REPO}/containers/cpu-engine-lock.txt /opt/rlvr-scaling-lock.txt" in definition
-    assert "--constraint /opt/rlvr-scaling-lock.txt" in definition
+    assert '"verl[verl-core]==0.9.1" /opt/rlvr-scaling-lock.txt' in definition
     assert "From: /var/lib/rlvr-apptainer/bookworm-venv-torch.sif" in definition
 
 

@@ -171,7 +171,8 @@ def test_run_ids_name_what_the_engine_image_is_made_of(monkeypatch: pytest.Monke
     # repository (another REPO_ROOT) names the same runs; an edited definition names new ones.
     clone = tmp_path / "clone"
     (clone / "containers").mkdir(parents=True)
-    (clone / container["definition"]).write_text((paths.REPO_ROOT / container["definition"]).read_text())
+    for part in (container["definition"], "containers/add-verl.sh"):
+        (clone / part).write_text((paths.REPO_ROOT / part).read_text())
     monkeypatch.setattr(paths, "REPO_ROOT", clone)
     assert _run_ids(load_study(site="lumi")) == base
     (clone / container["definition"]).write_text("# edited\n" + (clone / container["definition"]).read_text())

@@ -99,3 +99,25 @@ def test_the_preflight_reports_room_and_an_unwritable_root(tmp_path: Path) -> No
     not_a_directory = tmp_path / "results-file"
     not_a_directory.write_text("")
     assert "not writable" in space_report(not_a_directory, model)[1][0]
+
+
+def test_two_clones_do_not_share_one_results_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    first, second, scratch = tmp_path / "first", tmp_path / "second", tmp_path / "scratch"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.setenv(OVERRIDE, str(scratch))
+    study = load_study(site="local")
+    link_results(study, first)
+    with pytest.raises(StudyError, match=r"holds the results of the clone .*first.*two clones must not share"):
+        link_results(study, second)
+    assert not (second / "results").exists()
+    # A clone that moved (its old place gone) hands the root to the one that uses it now.
+    (first / "results").unlink()
+    first.rmdir()
+    assert link_results(study, second) == scratch and (scratch / ".clone").read_text().strip() == str(second)
+
+
+def test_a_relative_override_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(OVERRIDE, "results-elsewhere")
+    with pytest.raises(ConfigError, match="RLVR_RESULTS_ROOT.*absolute"):
+        results_location(load_study(site="local"))

@@ -17,6 +17,30 @@ from .errors import ConfigError, StudyError
 from .validate import CONTAINER_PLACEHOLDERS
 
 LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
+# The install step both ways of building share (run inside the base image).
+ADD_VERL = "containers/add-verl.sh"
+# The SquashFS way: where the packed venv is bound at run time, and its Python.
+VENV_MOUNT = "/user-software"
+VENV_PYTHON = f"{VENV_MOUNT}/venv/bin/python3"
+LOCK_IN_VENV = f"{VENV_MOUNT}/rlvr-scaling-lock.txt"
+FREEZE_IN_VENV = f"{VENV_MOUNT}/rlvr-scaling-pip-freeze.txt"
+
+
+def build_kind(study: Study) -> str:
+    """`definition`: a derived image built from a definition file (`<runtime> build --fakeroot`).
+    `venv-squashfs`: a venv made inside the base image, packed into SquashFS and bound at run time,
+    for sites where image builds are not possible (LUMI documents both)."""
+    return (study.site["container"] or {}).get("build", "definition")
+
+
+def squashfs(study: Study) -> bool:
+    return build_kind(study) == "venv-squashfs"
+
+
+def recipe_path(study: Study, root: Path) -> Path:
+    """What the build follows: the definition file, or the SquashFS way's build script."""
+    name = "verl-venv-squashfs.sh" if squashfs(study) else "verl.def"
+    return paths.results_dir(root) / "containers" / study.site_name / name
 
 
 def render_definition(study: Study) -> str:
@@ -25,14 +49,26 @@ def render_definition(study: Study) -> str:
         raise StudyError(f"site '{study.site_name}' runs without a container: there is nothing to build")
     template = (paths.REPO_ROOT / container["definition"]).read_text()
     lock = container.get("constraints")
+    common = {
+        "base_image": container["base_image"],
+        "verl_version": study.config["software"]["verl"],
+        "python": container.get("python", "python3"),
+        "verl_extras": ",".join(container.get("verl_extras", ["verl-core"])),
+        "requirements": " ".join(shlex.quote(r) for r in container.get("requirements", [])),
+    }
+    if squashfs(study):
+        return template.format(
+            **{**common, "base_image": shlex.quote(container["base_image"])},
+            runtime=runtime(study),
+            exec_args=" ".join(shlex.quote(a) for a in container.get("build_args", [])),
+            constraint=LOCK_IN_VENV if lock else "-",
+            lock_note=" and rlvr-scaling-lock.txt" if lock else "",
+        )
     return template.format(
-        base_image=container["base_image"],
-        verl_version=study.config["software"]["verl"],
-        python=container.get("python", "python3"),
-        verl_extras=",".join(container.get("verl_extras", ["verl-core"])),
-        requirements=" ".join(shlex.quote(r) for r in container.get("requirements", [])),
-        files=f"\n%files\n    {paths.REPO_ROOT / lock} {LOCK_IN_IMAGE}\n" if lock else "",
-        constraint_args=f"--constraint {LOCK_IN_IMAGE}" if lock else "",
+        **common,
+        add_verl=paths.REPO_ROOT / ADD_VERL,
+        lock_file=f"\n    {paths.REPO_ROOT / lock} {LOCK_IN_IMAGE}" if lock else "",
+        constraint=LOCK_IN_IMAGE if lock else "-",
     )
 
 
@@ -47,6 +83,8 @@ def image_identity(study: Study) -> dict[str, Any]:
     template = (paths.REPO_ROOT / container["definition"]).read_bytes()
     lock = container.get("constraints")
     return {
+        "build": build_kind(study),
+        "add_verl_sha256": hashlib.sha256((paths.REPO_ROOT / ADD_VERL).read_bytes()).hexdigest(),
         "base_image": container["base_image"],
         "base_sha256": container.get("base_sha256"),
         "definition_sha256": hashlib.sha256(template).hexdigest(),
@@ -90,7 +128,8 @@ def expand(template: str) -> str:
 
 
 def image_path(study: Study, root: Path) -> Path:
-    return paths.results_dir(root) / "containers" / study.site_name / "verl.sif"
+    """The built image: a SIF, or the SquashFS of the venv (bound into the base image at run time)."""
+    return paths.results_dir(root) / "containers" / study.site_name / ("verl.sqsh" if squashfs(study) else "verl.sif")
 
 
 def record_path(study: Study, root: Path) -> Path:
@@ -108,14 +147,17 @@ def exec_prefix(study: Study, root: Path) -> list[str]:
     # The results tree holds the data, the model and the run directory the run writes into; it may
     # be a link to the site's storage (storage.results), bound in as well.
     binds += [str(root.resolve()), str(paths.results_dir(root).resolve())]
-    return [
-        runtime(study),
-        "exec",
-        *options,
-        "--bind",
-        ",".join(dict.fromkeys(binds)),
-        str(image_path(study, root).resolve()),
-    ]
+    image = str(image_path(study, root).resolve())
+    if squashfs(study):
+        # Its own --bind: the options' comma would split a comma-joined list.
+        options += ["--bind", squashfs_bind(image)]
+        image = container["base_image"]
+    return [runtime(study), "exec", *options, "--bind", ",".join(dict.fromkeys(binds)), image]
+
+
+def squashfs_bind(image: str) -> str:
+    """The SquashFS of the venv, mounted read-only where it was made."""
+    return f"{image}:{VENV_MOUNT}:ro,image-src=/"
 
 
 def python_command(study: Study, root: Path) -> list[str]:
@@ -123,7 +165,8 @@ def python_command(study: Study, root: Path) -> list[str]:
     container = study.site["container"]
     if not container:
         return [sys.executable]
-    return [*exec_prefix(study, root), expand(container.get("python", "python3"))]
+    python = VENV_PYTHON if squashfs(study) else expand(container.get("python", "python3"))
+    return [*exec_prefix(study, root), python]
 
 
 def _login_shell_environment(commands: list[str], base: dict[str, str]) -> dict[str, str]:

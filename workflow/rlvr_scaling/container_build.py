@@ -5,12 +5,25 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from . import paths
 from .config import Study
-from .container import build_command, require_runtime, runtime
+from .container import (
+    ADD_VERL,
+    FREEZE_IN_VENV,
+    LOCK_IN_VENV,
+    VENV_PYTHON,
+    build_command,
+    build_kind,
+    require_runtime,
+    runtime,
+    squashfs,
+    squashfs_bind,
+)
 from .errors import ConfigError, StudyError
 from .fsutil import write_json
 
@@ -33,6 +46,14 @@ def _run(command: list[str], what: str) -> str:
 
 
 def labels(study: Study, image: Path) -> dict[str, str]:
+    if squashfs(study):
+        # A SquashFS has no labels: the same facts a definition build writes into its image.
+        container = study.site["container"]
+        return {
+            "org.rlvr-scaling.verl": study.config["software"]["verl"],
+            "org.rlvr-scaling.base-image": container["base_image"],
+            "org.rlvr-scaling.python": VENV_PYTHON,
+        }
     found = {}
     command = [runtime(study), "inspect", "--labels", str(image)]
     for line in _run(command, "reading the image's labels").splitlines():
@@ -43,7 +64,14 @@ def labels(study: Study, image: Path) -> dict[str, str]:
 
 
 def in_image_packages(study: Study, image: Path) -> dict[str, str]:
-    command = [runtime(study), "exec", str(image), "cat", FREEZE_IN_IMAGE]
+    """The package list the build wrote, read the way runs see the image (for the SquashFS way: bound
+    into the base image, which also proves the bind works)."""
+    if squashfs(study):
+        base = study.site["container"]["base_image"]
+        command = [runtime(study), "exec", "--bind", squashfs_bind(str(image.resolve())), base]
+        command += ["cat", FREEZE_IN_VENV]
+    else:
+        command = [runtime(study), "exec", str(image), "cat", FREEZE_IN_IMAGE]
     text = _run(command, "reading the image's package list")
     return dict(line.split("==", 1) for line in text.splitlines() if "==" in line)
 
@@ -53,6 +81,7 @@ def image_record(study: Study, definition: Path, image: Path) -> dict[str, Any]:
     return {
         "site": study.site_name,
         "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "build": build_kind(study),
         "definition": definition.read_text(),
         "base_image": {"path": str(base), "sha256": sha256_file(base) if base.exists() else None},
         "image": {"path": str(image.resolve()), "sha256": sha256_file(image), "bytes": image.stat().st_size},
@@ -89,14 +118,42 @@ def build_image(study: Study, definition: Path, image: Path, record: Path) -> di
     check_base_pin(study)
     partial = image.with_name(f".{image.name}.building")
     partial.unlink(missing_ok=True)
-    result = subprocess.run(build_command(study, str(definition), str(partial)))
-    if result.returncode != 0:
+    try:
+        if squashfs(study):
+            _build_squashfs(study, definition, partial)
+        else:
+            result = subprocess.run(build_command(study, str(definition), str(partial)))
+            if result.returncode != 0:
+                raise StudyError(f"the image build failed (exit {result.returncode}); its output is above")
+    except BaseException:
         partial.unlink(missing_ok=True)
-        raise StudyError(f"the image build failed (exit {result.returncode}); its output is above")
+        raise
     partial.rename(image)
     facts = image_record(study, definition, image)
     write_json(record, facts)
     return facts
+
+
+def _build_squashfs(study: Study, script: Path, target: Path) -> None:
+    """The venv, made inside the base image by the rendered script in a work directory beside the
+    target, then packed into SquashFS; the work directory goes either way."""
+    work = target.with_name(f"{target.name}.venv")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        shutil.copy(paths.REPO_ROOT / ADD_VERL, work / "add-verl.sh")
+        lock = study.site["container"].get("constraints")
+        if lock:
+            shutil.copy(paths.REPO_ROOT / lock, work / Path(LOCK_IN_VENV).name)
+        result = subprocess.run(["bash", str(script), str(work)])
+        if result.returncode != 0:
+            raise StudyError(f"the venv build failed (exit {result.returncode}); its output is above")
+        squash = ["mksquashfs", str(work), str(target), "-noappend", *study.site["container"].get("squashfs_args", [])]
+        result = subprocess.run(squash, stdout=subprocess.DEVNULL)
+        if result.returncode != 0:
+            raise StudyError(f"packing the venv failed (exit {result.returncode}): {' '.join(squash)}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def image_facts(record: Path) -> dict[str, Any] | None:

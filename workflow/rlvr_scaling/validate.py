@@ -176,6 +176,16 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
 
 def _check_container(site: dict[str, Any]) -> None:
     container = site.get("container") or {}
+    if container:
+        suffix = ".sh.in" if container.get("build") == "venv-squashfs" else ".def.in"
+        if not container["definition"].endswith(suffix):
+            raise ConfigError(
+                "container.definition",
+                container["definition"],
+                f"a {suffix} template for container.build {container.get('build', 'definition')!r} "
+                f"(containers/verl-venv{'-squashfs.sh.in' if suffix == '.sh.in' else '.def.in'})",
+                f"site '{site['name']}'",
+            )
     templates = [("binds", bind) for bind in container.get("binds", [])]
     templates += [("exec_args", option) for option in container.get("exec_args", [])]
     if "python" in container:

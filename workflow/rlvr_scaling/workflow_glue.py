@@ -13,6 +13,7 @@ from typing import Any
 
 from . import paths
 from .config import Study, study_from_dict
+from .container import image_path, recipe_path, record_path, render_definition
 from .errors import StudyError
 from .fsutil import write_text_if_changed
 from .identity import canonical_json, digest
@@ -137,6 +138,20 @@ def write_preflight_definition(study: Study, root: Path | None = None) -> str:
     reruns the preflight (by its time stamp) before any new run, while finished runs stay."""
     path = (root or Path(".")) / "results" / "preflight" / f"{study.site_name}.defines.json"
     return write_text_if_changed(path, canonical_json({"config": study.config, "site": study.site}))
+
+
+def write_container_recipe(study: Study) -> dict[str, str]:
+    """The site's image files for the rules ({} without a container): the rendered definition (or
+    SquashFS build script), rewritten only when it changes, so that the image is rebuilt exactly when
+    what it is made of changes (container.image_identity); the image; the build's record."""
+    if not study.site["container"]:
+        return {}
+    root = Path(".")
+    return {
+        "recipe": write_text_if_changed(recipe_path(study, root), render_definition(study)),
+        "image": str(image_path(study, root)),
+        "record": str(record_path(study, root)),
+    }
 
 
 def write_effective_config(config: dict[str, Any], root: Path | None = None) -> str:
