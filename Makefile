@@ -22,6 +22,8 @@ $(STAMP): envs/local.txt envs/workflow.txt pyproject.toml
 # LUMI's quotas count files (100k in home or project space): no bytecode written at install and no
 # packages' own test suites, 15.5k files -> about 7k (benchmarks/workflow_env.py measures it).
 $(WORKFLOW_STAMP): envs/workflow.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$(PYTHON) is older than 3.11: \
+	set PYTHON=python3.11 (on LUMI: module load cray-python first)"; exit 1; }
 	test -x $(WORKFLOW_VENV)/bin/python || $(PYTHON) -m venv $(WORKFLOW_VENV)
 	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile --upgrade pip
 	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile -r envs/workflow.txt

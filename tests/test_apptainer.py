@@ -182,8 +182,11 @@ def test_a_two_node_run_with_verl_added_the_squashfs_way(apptainer_workdir: Path
         record["build"] == "venv-squashfs"
         and record["image"]["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
     )
-    # verl and Ray from the SquashFS; torch still the base image's own build.
+    # verl and Ray from the SquashFS; torch still the base image's own (the lock pins the same version,
+    # so the SquashFS's listing tells: no torch in it).
     assert record["packages"]["verl"] == "0.9.1" and record["packages"]["torch"] == "2.13.0+cpu"
+    listing = subprocess.run(["unsquashfs", "-l", str(image)], capture_output=True, text=True, check=True).stdout
+    assert "/site-packages/verl/" in listing and "/site-packages/torch/" not in listing
     passed = json.loads((results / "preflight" / f"{site}.json").read_text())
     assert passed["problems"] == [] and passed["engine"]["executable"] == "/user-software/venv/bin/python3"
     assert passed["engine"]["modules"]["verl.trainer.main_ppo"] == "ok"

@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument("indexes", nargs="+")
     bundle.set_defaults(func=cmd_bundle)
 
-    definition = sub.add_parser("container-definition", help="render the site's Apptainer definition file")
+    definition = sub.add_parser("container-definition", help="render the image recipe (definition or SquashFS script)")
     _study_args(definition)
     definition.add_argument("--output", required=True)
     definition.set_defaults(func=cmd_container_definition)

@@ -4,6 +4,7 @@ how the launcher runs commands inside it."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shlex
 import shutil
 import subprocess
@@ -101,11 +102,13 @@ def runtime(study: Study) -> str:
     return (study.site["container"] or {}).get("runtime", "apptainer")
 
 
-def require_runtime(study: Study) -> None:
-    """Before a build or a run: the site's runtime is a command here (a clear error, not a traceback)."""
+def require_runtime(study: Study, env: dict[str, str] | None = None) -> None:
+    """Before a build or a run: the site's runtime is a command in the environment the commands get
+    (after the site's module commands), a clear error rather than a traceback."""
     name = runtime(study)
-    if shutil.which(name) is None:
-        found = [n for n in ("apptainer", "singularity") if shutil.which(n)]
+    search = (env or os.environ).get("PATH")
+    if shutil.which(name, path=search) is None:
+        found = [n for n in ("apptainer", "singularity") if shutil.which(n, path=search)]
         raise ConfigError(
             "container.runtime",
             name,
@@ -146,7 +149,10 @@ def exec_prefix(study: Study, root: Path) -> list[str]:
     options = [expand(option) for option in container.get("exec_args", [])]
     # The results tree holds the data, the model and the run directory the run writes into; it may
     # be a link to the site's storage (storage.results), bound in as well.
-    binds += [str(root.resolve()), str(paths.results_dir(root).resolve())]
+    results = paths.results_dir(root)
+    binds += [str(root.resolve()), str(results.resolve())]
+    if results.is_symlink() and os.path.isabs(os.readlink(results)):
+        binds.append(os.readlink(results))  # the path as the link names it, which the run follows
     image = str(image_path(study, root).resolve())
     if squashfs(study):
         # Its own --bind: the options' comma would split a comma-joined list.
@@ -183,7 +189,7 @@ def _login_shell_environment(commands: list[str], base: dict[str, str]) -> dict[
 
 def module_environment(study: Study, base: dict[str, str]) -> dict[str, str]:
     """Variables the site's module commands set (LUMI: the AIF singularity bindings), applied to the
-    launcher's environment so that every `singularity exec` sees them. `module` needs a login shell;
+    launcher's environment so that every `<runtime> exec` sees them. `module` needs a login shell;
     what the login shell sets by itself is left out by comparing with one that runs no commands."""
     commands = (study.site["container"] or {}).get("modules") or []
     if not commands:

@@ -76,27 +76,50 @@ def in_image_packages(study: Study, image: Path) -> dict[str, str]:
     return dict(line.split("==", 1) for line in text.splitlines() if "==" in line)
 
 
-def image_record(study: Study, definition: Path, image: Path) -> dict[str, Any]:
+def _base_stat(base: Path) -> dict[str, Any]:
+    found = base.stat()
+    return {"bytes": found.st_size, "mtime_ns": found.st_mtime_ns}
+
+
+def base_changed_since_build(study: Study, record: Path) -> str | None:
+    """The SquashFS way runs on the base image file itself: one replaced since the build (size or
+    time stamp differ from the record) would run the old venv on a new base."""
+    if not squashfs(study) or not record.exists():
+        return None
+    recorded = json.loads(record.read_text())["base_image"]
+    base = Path(recorded["path"])
+    if not base.exists():
+        return f"the base image {base} is missing (container.base_image)"
+    now = _base_stat(base)
+    if recorded.get("bytes") is not None and now != {k: recorded.get(k) for k in now}:
+        return f"the base image {base} changed since the venv was built on it (size or time stamp): rebuild the image"
+    return None
+
+
+def image_record(study: Study, definition: Path, image: Path, base_sha256: str | None = None) -> dict[str, Any]:
     base = Path(study.site["container"]["base_image"])
+    if base_sha256 is None and base.exists():
+        base_sha256 = sha256_file(base)
     return {
         "site": study.site_name,
         "built": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "build": build_kind(study),
         "definition": definition.read_text(),
-        "base_image": {"path": str(base), "sha256": sha256_file(base) if base.exists() else None},
+        "base_image": {"path": str(base), "sha256": base_sha256, **(_base_stat(base) if base.exists() else {})},
         "image": {"path": str(image.resolve()), "sha256": sha256_file(image), "bytes": image.stat().st_size},
         "labels": labels(study, image),
         "packages": in_image_packages(study, image),
     }
 
 
-def check_base_pin(study: Study) -> None:
+def check_base_pin(study: Study) -> str | None:
     """A site may pin its base image's sha256 (container.base_sha256): a base file replaced at the
-    same path then stops the build instead of silently changing every run."""
+    same path then stops the build instead of silently changing every run. Returns the digest it
+    computed (a 20 GB base is read once per build, not twice)."""
     container = study.site["container"]
     pinned = container.get("base_sha256")
     if not pinned:
-        return
+        return None
     base = Path(container["base_image"])
     where = f"site '{study.site_name}'"
     if not base.is_file():
@@ -110,12 +133,15 @@ def check_base_pin(study: Study) -> None:
             "since it was pinned (pin the new digest only if the new image is meant; runs made on it get new ids)",
             where,
         )
+    return found
 
 
 def build_image(study: Study, definition: Path, image: Path, record: Path) -> dict[str, Any]:
     """Build next to `image` and move it in only when the build and its record succeed."""
+    base_sha256 = check_base_pin(study)
     require_runtime(study)
-    check_base_pin(study)
+    if squashfs(study) and shutil.which("mksquashfs") is None:
+        raise StudyError("container.build venv-squashfs packs the venv with mksquashfs, which is not on PATH here")
     partial = image.with_name(f".{image.name}.building")
     partial.unlink(missing_ok=True)
     try:
@@ -129,7 +155,7 @@ def build_image(study: Study, definition: Path, image: Path, record: Path) -> di
         partial.unlink(missing_ok=True)
         raise
     partial.rename(image)
-    facts = image_record(study, definition, image)
+    facts = image_record(study, definition, image, base_sha256)
     write_json(record, facts)
     return facts
 
@@ -137,7 +163,7 @@ def build_image(study: Study, definition: Path, image: Path, record: Path) -> di
 def _build_squashfs(study: Study, script: Path, target: Path) -> None:
     """The venv, made inside the base image by the rendered script in a work directory beside the
     target, then packed into SquashFS; the work directory goes either way."""
-    work = target.with_name(f"{target.name}.venv")
+    work = target.with_name(f"{target.name}.venv").resolve()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:

@@ -21,8 +21,8 @@ from typing import Any
 
 from . import paths
 from .config import Study
-from .container import exec_prefix, module_environment, python_command, record_path, require_runtime
-from .container_build import image_facts
+from .container import exec_prefix, image_path, module_environment, python_command, record_path, require_runtime
+from .container_build import base_changed_since_build, image_facts
 from .errors import StudyError
 from .failed_runs import (
     LAUNCHER_FILE,
@@ -100,7 +100,11 @@ def check_inputs(study: Study, run: Run, root: Path) -> None:
     if not (model / "config.json").exists():
         raise StudyError(f"model is missing: {model} (run the model stage first)")
     if study.site["container"]:
-        require_runtime(study)
+        # As the run's commands will see it: after the site's module commands (which may provide it).
+        require_runtime(study, {**os.environ, **module_environment(study, dict(os.environ))})
+        changed = base_changed_since_build(study, record_path(study, root))
+        if changed:
+            raise StudyError(changed)
 
 
 def start_ray_cluster(
@@ -262,7 +266,11 @@ def _launch_in(
         "workers": run.nodes * run.gpus_per_node,
         "launcher": study.site["launch"]["kind"],
         # The image's digest, its base's, its labels and the packages inside it (the build's record).
-        "container": {"image": container[-1], "command": container, **(image_facts(record_path(study, root)) or {})}
+        "container": {
+            "image": str(image_path(study, root).resolve()) if container else None,
+            "command": container,
+            **(image_facts(record_path(study, root)) or {}),
+        }
         if container
         else None,
         "environment": expanded_environment(study, env),

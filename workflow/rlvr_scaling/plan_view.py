@@ -78,6 +78,8 @@ def results_line(study: Study, root: Path) -> str:
     except ConfigError as exc:
         return f"Results: not yet known ({exc.expected})"
     if wanted is not None:
+        if link.is_dir() and not link.is_symlink() and any(link.iterdir()):
+            return f"Results: {wanted[0]} ({wanted[1]}), but {link.resolve()} holds results: move them there first"
         return f"Results: {wanted[0]} ({wanted[1]}; {link} links there)"
     if link.is_symlink():
         return f"Results: {link.resolve()} ({link} links there)"

@@ -23,6 +23,7 @@ from typing import Any
 from . import paths
 from .config import Study
 from .container import module_environment, python_command, record_path, require_runtime
+from .container_build import base_changed_since_build
 from .errors import ConfigError, StudyError
 from .plan import Run
 from .preflight_probe import MARK
@@ -85,7 +86,7 @@ def _probe(
         ]
 
 
-def _image(study: Study, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
+def _image(study: Study, root: Path, env: dict[str, str]) -> tuple[dict[str, Any] | None, list[str]]:
     if not study.site["container"]:
         return None, []
     record = record_path(study, root)
@@ -95,9 +96,12 @@ def _image(study: Study, root: Path) -> tuple[dict[str, Any] | None, list[str]]:
     image = Path(facts["image"]["path"])
     problems = []
     try:
-        require_runtime(study)
+        require_runtime(study, env)
     except ConfigError as exc:
         problems.append(str(exc))
+    changed = base_changed_since_build(study, record)
+    if changed:
+        problems.append(changed)
     if not image.exists():
         problems.append(f"the image {image} is missing")
     elif image.stat().st_size != facts["image"]["bytes"]:
@@ -171,7 +175,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
         env.update(module_environment(study, env))
     except StudyError as exc:
         problems.append(str(exc))
-    image, image_problems = _image(study, root)
+    image, image_problems = _image(study, root, env)
     problems += image_problems
     inputs, found = _inputs(study, root)
     problems += found
@@ -198,7 +202,8 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     pinned = study.config["software"]["verl"]
     if engine and engine["versions"].get("verl") != pinned:
         problems.append(f"verl {engine['versions'].get('verl')} in the engine's Python, the study pins {pinned}")
-    storage, found, warnings = space_report(paths.results_dir(root), paths.model_dir(root, study.site_name))
+    results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
+    storage, found, warnings = space_report(results, model, study.slurm_account())
     problems += found
     ray: dict[str, Any] | None = None
     if preflight_nodes(study, plan) == 2:

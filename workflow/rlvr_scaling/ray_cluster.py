@@ -44,8 +44,15 @@ if mode == "address":
         print(get_node_ip_address())
     sys.exit(0)
 usable = sorted(os.sched_getaffinity(0))
-if len(usable) < int(cpus):
-    sys.exit(f"rlvr-scaling: node {node}: Ray's processes here may run on {len(usable)} CPUs {usable}, but the "
+def core(cpu):  # two hardware threads of one core count once
+    try:
+        top = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        return open(top + "physical_package_id").read().strip(), open(top + "core_id").read().strip()
+    except OSError:
+        return cpu
+cores = len({core(cpu) for cpu in usable})
+if cores < int(cpus):
+    sys.exit(f"rlvr-scaling: node {node}: Ray's processes here may run on {cores} cores (CPUs {usable}), but the "
              f"site has {cpus} per node (hardware.cpus_per_node): the job step's CPU binding is too narrow")
 if interface:
     ray_args.append(f"--node-ip-address={interface_address()}")

@@ -23,7 +23,10 @@ REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 def results_location(study: Study) -> tuple[Path, str] | None:
     """The results root the site (or RLVR_RESULTS_ROOT) asks for, and where that came from."""
     if os.environ.get(OVERRIDE):
-        return Path(os.environ[OVERRIDE]).expanduser(), OVERRIDE
+        location = Path(os.environ[OVERRIDE]).expanduser()
+        if not location.is_absolute():
+            raise ConfigError(OVERRIDE, os.environ[OVERRIDE], "it must be an absolute path", "environment")
+        return location, OVERRIDE
     template = (study.site.get("storage") or {}).get("results")
     if not template:
         return None
@@ -74,11 +77,16 @@ def link_results(study: Study, root: Path) -> Path:
         if any(link.iterdir()):
             raise StudyError(
                 f"results/ in {root.resolve()} holds results, but {source} keeps them in {location}: "
-                f"move them there (mv results/* {location}/; rmdir results) or unset the setting"
+                f"move them there (mv {link.resolve()} {location}, if {location} does not exist yet; otherwise "
+                "move what results/ holds, hidden files too), or unset the setting"
             )
         link.rmdir()
     try:
         location.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StudyError(f"cannot keep results in {location} ({source}): {exc}") from exc
+    _claim(location, root, source)
+    try:
         if not link.is_symlink():
             link.symlink_to(location, target_is_directory=True)
     except FileExistsError:
@@ -86,11 +94,36 @@ def link_results(study: Study, root: Path) -> Path:
         if not (link.is_symlink() and link.resolve() == location.resolve()):
             raise
     except OSError as exc:
-        raise StudyError(f"cannot keep results in {location} ({source}): {exc}") from exc
+        raise StudyError(f"cannot link results/ to {location} ({source}): {exc}") from exc
     return location
 
 
-def space_report(results: Path, model: Path) -> tuple[dict[str, object], list[str], list[str]]:
+CLONE_MARK = ".clone"
+
+
+def _claim(location: Path, root: Path, source: str) -> None:
+    """One clone per results root: Snakemake's lock is in each clone's .snakemake/, so two clones
+    writing one results tree would not see each other. The root names the clone that uses it."""
+    mark = location / CLONE_MARK
+    clone = str(root.resolve())
+    try:
+        owner = mark.read_text().strip()
+    except FileNotFoundError:
+        mark.write_text(clone + "\n")
+        return
+    if owner != clone and Path(owner).is_dir():
+        raise StudyError(
+            f"{location} ({source}) holds the results of the clone {owner}: two clones must not share one "
+            f"results root (Snakemake locks each clone separately); set RLVR_RESULTS_ROOT to another place, "
+            f"or remove {mark} if {owner} no longer runs this study"
+        )
+    if owner != clone:  # the clone moved or is gone: this one takes over
+        mark.write_text(clone + "\n")
+
+
+def space_report(
+    results: Path, model: Path, account: str | None = None
+) -> tuple[dict[str, object], list[str], list[str]]:
     """For the preflight: the results root is writable and has room for what the runs add (their logs
     and metrics are small; the model is the large part and is already there). Lustre quotas (`lfs
     quota`) are recorded where the command exists. Facts, problems, warnings."""
@@ -118,14 +151,18 @@ def space_report(results: Path, model: Path) -> tuple[dict[str, object], list[st
     lfs = shutil.which("lfs")
     if lfs:
         try:
-            shown = subprocess.run(
-                [lfs, "quota", "-h", "-u", getpass.getuser(), str(results.resolve())],
-                capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
-            facts["lfs_quota"] = shown.stdout.strip() or shown.stderr.strip()
-            # lfs marks a limit that is exceeded with '*'.
-            if "*" in shown.stdout:
-                warnings.append(f"lfs quota shows a limit reached under {results.resolve()}:\n{shown.stdout.strip()}")
+            # LUMI's scratch quotas are the project's (its Unix group), the user's are recorded too.
+            owners = [("-u", getpass.getuser())] + ([("-g", account)] if account else [])
+            facts["lfs_quota"] = {}
+            for flag, owner in owners:
+                shown = subprocess.run(
+                    [lfs, "quota", "-h", flag, owner, str(results.resolve())],
+                    capture_output=True, text=True, timeout=60,
+                )  # fmt: skip
+                facts["lfs_quota"][f"{flag} {owner}"] = shown.stdout.strip() or shown.stderr.strip()
+                # lfs marks a limit that is exceeded with '*'.
+                if "*" in shown.stdout:
+                    warnings.append(f"lfs quota {flag} {owner} shows a limit reached:\n{shown.stdout.strip()}")
         except (OSError, subprocess.TimeoutExpired) as exc:
             facts["lfs_quota"] = f"not available: {exc}"
     return facts, problems, warnings
