@@ -3,7 +3,6 @@ how the launcher runs commands inside it."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -15,6 +14,7 @@ from typing import Any
 from . import paths
 from .config import Study
 from .errors import ConfigError, StudyError
+from .fsutil import sha256_file
 from .validate import CONTAINER_PLACEHOLDERS
 
 LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
@@ -81,18 +81,17 @@ def image_identity(study: Study) -> dict[str, Any]:
     measured on two images (results_io.write_index). Contents, not paths: two clones of the
     repository name the same runs."""
     container = study.site["container"]
-    template = (paths.REPO_ROOT / container["definition"]).read_bytes()
     lock = container.get("constraints")
     return {
         "build": build_kind(study),
-        "add_verl_sha256": hashlib.sha256((paths.REPO_ROOT / ADD_VERL).read_bytes()).hexdigest(),
+        "add_verl_sha256": sha256_file(paths.REPO_ROOT / ADD_VERL),
         "base_image": container["base_image"],
         "base_sha256": container.get("base_sha256"),
-        "definition_sha256": hashlib.sha256(template).hexdigest(),
+        "definition_sha256": sha256_file(paths.REPO_ROOT / container["definition"]),
         "python": container.get("python", "python3"),
         "verl_extras": container.get("verl_extras", ["verl-core"]),
         "requirements": container.get("requirements", []),
-        "constraints_sha256": hashlib.sha256((paths.REPO_ROOT / lock).read_bytes()).hexdigest() if lock else None,
+        "constraints_sha256": sha256_file(paths.REPO_ROOT / lock) if lock else None,
     }
 
 

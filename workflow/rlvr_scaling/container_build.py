@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import shutil
 import subprocess
@@ -25,17 +24,9 @@ from .container import (
     squashfs_bind,
 )
 from .errors import ConfigError, StudyError
-from .fsutil import write_json
+from .fsutil import sha256_file, write_json
 
 FREEZE_IN_IMAGE = "/opt/rlvr-scaling-pip-freeze.txt"
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _run(command: list[str], what: str) -> str:

@@ -16,6 +16,7 @@ import pandas as pd
 from . import synthetic
 from .config import Study
 from .errors import ConfigError
+from .fsutil import sha256_file
 from .staging import staged_directory
 from .verl_format import dapo_row, gsm8k_row
 
@@ -108,14 +109,6 @@ def _hub_download(repo: str, filename: str, revision: str) -> tuple[Path, str]:
     commit = HfApi().dataset_info(repo, revision=revision).sha
     path = hf_hub_download(repo, filename, repo_type="dataset", revision=commit)
     return Path(path), commit
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_dataset(frames: dict[str, pd.DataFrame], output: Path, provenance: dict[str, Any]) -> dict[str, Any]:

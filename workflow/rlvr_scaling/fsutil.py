@@ -1,7 +1,8 @@
-"""Files written whole or not at all, and files rewritten only when their content changes."""
+"""Files written whole or not at all, files rewritten only when their content changes, file digests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -24,3 +25,12 @@ def write_text_if_changed(path: Path, text: str) -> str:
     if not path.exists() or path.read_text() != text:
         write_text_atomically(path, text)
     return str(path)
+
+
+def sha256_file(path: Path) -> str:
+    """A file's sha256, read in pieces (base images are tens of GB)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()

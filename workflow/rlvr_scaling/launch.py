@@ -86,7 +86,7 @@ def spec_document(study: Study, run: Run) -> dict[str, Any]:
     }
 
 
-def check_inputs(study: Study, run: Run, root: Path) -> None:
+def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -> None:
     """Fail before anything starts when the inputs cannot serve this run."""
     manifest_path = paths.dataset_dir(root, study.site_name, run.dataset) / "manifest.json"
     if not manifest_path.exists():
@@ -101,7 +101,7 @@ def check_inputs(study: Study, run: Run, root: Path) -> None:
         raise StudyError(f"model is missing: {model} (run the model stage first)")
     if study.site["container"]:
         # As the run's commands will see it: after the site's module commands (which may provide it).
-        require_runtime(study, {**os.environ, **module_environment(study, dict(os.environ))})
+        require_runtime(study, {**os.environ, **site_env})
         changed = base_changed_since_build(study, record_path(study, root))
         if changed:
             raise StudyError(changed)
@@ -213,7 +213,9 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
     final = paths.run_dir(root, run.run_id)
     if final.exists():
         raise StudyError(f"{final} exists already: runs are never rewritten in place (delete it to rerun)")
-    check_inputs(study, run, root)
+    # What the site's module commands set (LUMI: the AIF bindings), for the checks and the run.
+    site_env = module_environment(study, dict(os.environ))
+    check_inputs(study, run, root, site_env)
     expanded_environment(study, dict(os.environ))  # a ${NAME} the job lacks stops the run here
     for leftover in recover_leftovers(root, run.run_id):
         print(
@@ -230,7 +232,7 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
         staging.mkdir(parents=True)
         (staging / TOKEN_FILE).write_text(token + "\n")
         write_launcher_identity(staging)
-        result = _launch_in(study, run, root, staging, final, failed, token, timeout_s)
+        result = _launch_in(study, run, root, staging, final, failed, token, timeout_s, site_env)
         done = True
         return result
     except RunFailed:
@@ -248,7 +250,15 @@ def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -
 
 
 def _launch_in(
-    study: Study, run: Run, root: Path, staging: Path, final: Path, failed: Path, token: str, timeout_s: float | None
+    study: Study,
+    run: Run,
+    root: Path,
+    staging: Path,
+    final: Path,
+    failed: Path,
+    token: str,
+    timeout_s: float | None,
+    site_env: dict[str, str],
 ) -> Path:
     """Everything between the staging folder's creation and its filing, under the guard."""
     assert run.run_id is not None
@@ -257,7 +267,7 @@ def _launch_in(
     command_file.write_text(render_command(study, run, root))
     command_file.chmod(0o755)
     env = dict(os.environ, **{TOKEN_VAR: token})
-    env.update(module_environment(study, env))
+    env.update(site_env)
     container = exec_prefix(study, root)
     job: dict[str, Any] = {
         "run_id": run.run_id,

@@ -14,10 +14,10 @@ from pathlib import Path
 from . import paths
 from .config import Study
 from .errors import ConfigError, StudyError
+from .run_environment import REFERENCE
 
 # Set, it replaces the site's storage.results for this user (e.g. flash instead of scratch).
 OVERRIDE = "RLVR_RESULTS_ROOT"
-REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def results_location(study: Study) -> tuple[Path, str] | None:

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .data import sha256_file
+from .fsutil import sha256_file
 from .metrics import finite_values, read_steps, summarize_steps
 from .metrics_file import measurement_problems
 
