@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 import psutil
-from rlvr_scaling.config import load_study
-from rlvr_scaling.data import prepare_dataset
-from rlvr_scaling.model import prepare_model
+from rlvr_scaling.execution.process_cleanup import TOKEN_VAR
+from rlvr_scaling.inputs.data import prepare_dataset
+from rlvr_scaling.inputs.model import prepare_model
 from rlvr_scaling.paths import dataset_dir, model_dir
-from rlvr_scaling.plan import build_plan
-from rlvr_scaling.process_cleanup import TOKEN_VAR
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,8 +2,8 @@
 import shlex
 import sys
 
-from rlvr_scaling.config import typed_command_line
-from rlvr_scaling.workflow_glue import (
+from rlvr_scaling.study.config import typed_command_line
+from rlvr_scaling.snakemake_api import (
     Lookup,
     load_or_exit,
     results_root_or_exit,

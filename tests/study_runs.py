@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import cli, paths
-from rlvr_scaling.config import Study, load_study, read_yaml
-from rlvr_scaling.container import exec_prefix
-from rlvr_scaling.launch import spec_document
-from rlvr_scaling.outcome import memory_evidence
-from rlvr_scaling.plan import Run, build_plan
-from rlvr_scaling.provenance import host_facts, package_versions
-from rlvr_scaling.results_io import StudyResults, load_results
-from rlvr_scaling.run_environment import environment_templates
+from rlvr_scaling.analysis.results_io import StudyResults, load_results
+from rlvr_scaling.execution.launch import spec_document
+from rlvr_scaling.execution.outcome import memory_evidence
+from rlvr_scaling.execution.provenance import host_facts, package_versions
+from rlvr_scaling.execution.run_environment import environment_templates
+from rlvr_scaling.inputs.container import exec_prefix
+from rlvr_scaling.study.config import Study, load_study, read_yaml
+from rlvr_scaling.study.plan import Run, build_plan
 
 PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.yaml")["selection"]
 # GSM8K stays unpinned so that its sweep is in the plan and the selection is made from it; DAPO is

@@ -3,7 +3,7 @@
 The expected values use only the study's definitions (../shared/notes/study.md) and the statistics
 module: mean and sample std (ddof=1) of steps 2..20, throughput per GPU = tokens / (step time x GPUs),
 weak efficiency = thr_N / thr_1, strong speedup = t_ref / t_N, ideal = N / ref. Nothing from
-rlvr_scaling.stats, .scaling or .tables is used to compute them.
+rlvr_scaling.analysis.stats, .scaling or .tables is used to compute them.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rlvr_scaling import stats, summary
-from rlvr_scaling.summary import failed_summary, summarize_run
-from rlvr_scaling.tables import (
+from rlvr_scaling.analysis import stats, summary
+from rlvr_scaling.analysis.summary import failed_summary, summarize_run
+from rlvr_scaling.analysis.tables import (
     extra_time_rows,
     invalid_rows,
     phase_rows,

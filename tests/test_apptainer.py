@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.config import load_study
-from rlvr_scaling.ray_cluster import local_node_ip
+from rlvr_scaling.execution.ray_cluster import local_node_ip
+from rlvr_scaling.study.config import load_study
 
 from .conftest import REPO, SLURM_TEST_ACCOUNT
 from .test_local_study import check_run_directory

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
-from rlvr_scaling.stats import bootstrap_ci
+from rlvr_scaling.analysis.stats import bootstrap_ci
 
 TRUE_MEAN = 200.0  # seconds per step
 SIGMA = 4.0  # innovation std

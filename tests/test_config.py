@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rlvr_scaling.config import load_site, load_study, read_value, typed_command_line
 from rlvr_scaling.errors import ConfigError
-from rlvr_scaling.plan import build_plan
-from rlvr_scaling.plan_view import plan_table
+from rlvr_scaling.study.config import load_site, load_study, read_value, typed_command_line
+from rlvr_scaling.study.plan import build_plan
+from rlvr_scaling.study.plan_view import plan_table
 
 from .conftest import PYTHON, REPO
 

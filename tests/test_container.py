@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.config import load_study
-from rlvr_scaling.container import (
+from rlvr_scaling.analysis.results_io import write_index
+from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.inputs.container import (
     exec_prefix,
     module_environment,
     python_command,
@@ -18,10 +19,9 @@ from rlvr_scaling.container import (
     require_runtime,
     runtime,
 )
-from rlvr_scaling.container_build import build_image, check_base_pin
-from rlvr_scaling.errors import ConfigError, StudyError
-from rlvr_scaling.results_io import write_index
-from rlvr_scaling.validate import check_semantics
+from rlvr_scaling.inputs.container_build import build_image, check_base_pin
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.validate import check_semantics
 
 from .conftest import REPO
 

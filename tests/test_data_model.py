@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from rlvr_scaling import data
-from rlvr_scaling.config import load_study
-from rlvr_scaling.data import dapo_frames, gsm8k_frames, prepare_dataset
+from rlvr_scaling.inputs import data
+from rlvr_scaling.inputs.data import dapo_frames, gsm8k_frames, prepare_dataset
+from rlvr_scaling.study.config import load_study
 
 VERL_COLUMNS = {"data_source", "prompt", "ability", "reward_model", "extra_info"}
 
@@ -98,7 +98,7 @@ def test_failed_preparation_leaves_nothing_half_written(tmp_path: Path, monkeypa
 
 
 def test_tiny_model_is_seeded_and_loads(tmp_path: Path) -> None:
-    from rlvr_scaling.model import prepare_model
+    from rlvr_scaling.inputs.model import prepare_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     study = load_study()

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from matplotlib import image
-from rlvr_scaling.console_log import read_console
-from rlvr_scaling.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
+from rlvr_scaling.analysis.console_log import read_console
+from rlvr_scaling.analysis.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
 from rlvr_scaling.paths import WORKFLOW_PARTS, link_workflow
 
 from .conftest import REPO

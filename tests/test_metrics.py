@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rlvr_scaling import scaling
-from rlvr_scaling.console_log import parse_value, read_console
-from rlvr_scaling.metrics import read_steps, summarize_steps
-from rlvr_scaling.metrics_file import read_metrics_jsonl
-from rlvr_scaling.stats import bootstrap_ci, mean, row_mean_ratio, sample_std, t_quantile
+from rlvr_scaling.analysis import scaling
+from rlvr_scaling.analysis.console_log import parse_value, read_console
+from rlvr_scaling.analysis.metrics import read_steps, summarize_steps
+from rlvr_scaling.analysis.metrics_file import read_metrics_jsonl
+from rlvr_scaling.analysis.stats import bootstrap_ci, mean, row_mean_ratio, sample_std, t_quantile
 
 from .conftest import PYTHON
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import paths
-from rlvr_scaling.config import load_study
 from rlvr_scaling.errors import ConfigError
-from rlvr_scaling.plan import build_plan
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan
 
 from .conftest import PYTHON, REPO
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.config import load_study
-from rlvr_scaling.preflight import check, engine_modules, preflight_nodes, runs_to_check
+from rlvr_scaling.execution.preflight import check, engine_modules, preflight_nodes, runs_to_check
+from rlvr_scaling.study.config import load_study
 
 from .workflow_helpers import snakemake
 
@@ -37,7 +37,7 @@ def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Pa
     engine = record["engine"]
     assert engine["versions"]["verl"] == "0.9.1" and engine["versions"]["ray"] == "2.60.0"
     assert set(engine["composition"]) == {r.run_id for r in runs}
-    assert set(engine["modules"]) == set(engine_modules(study)) and "rlvr_scaling.cpu_engine" in engine["modules"]
+    assert set(engine["modules"]) == set(engine_modules(study)) and "rlvr_scaling.engines.cpu" in engine["modules"]
     assert engine["environment"]["VERL_PLATFORM"] == "cpu"
     assert preflight_nodes(study, runs) == 1  # local launcher: no Ray cluster across Slurm nodes
     json.dumps(record)

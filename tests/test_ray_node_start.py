@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling.errors import StudyError
-from rlvr_scaling.ray_cluster import NODE_START, RayCluster, local_node_ip
+from rlvr_scaling.execution.ray_cluster import NODE_START, RayCluster, local_node_ip
 
 
 def test_the_address_is_the_named_interfaces() -> None:

@@ -6,10 +6,10 @@ import copy
 import subprocess
 
 import pytest
-from rlvr_scaling.config import load_study
 from rlvr_scaling.errors import ConfigError, StudyError
-from rlvr_scaling.run_environment import expanded_environment, shell_export
-from rlvr_scaling.validate import check_schema
+from rlvr_scaling.execution.run_environment import expanded_environment, shell_export
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.validate import check_schema
 
 from .conftest import REPO
 

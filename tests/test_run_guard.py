@@ -16,7 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
-from rlvr_scaling.failed_runs import (
+from rlvr_scaling.execution.failed_runs import (
     LAUNCHER_FILE,
     NOTE,
     TOKEN_FILE,
@@ -24,7 +24,7 @@ from rlvr_scaling.failed_runs import (
     recover_leftovers,
     write_launcher_identity,
 )
-from rlvr_scaling.process_cleanup import TOKEN_VAR, processes_with_token
+from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, processes_with_token
 
 from .conftest import PYTHON
 
@@ -35,8 +35,8 @@ LAUNCHER = textwrap.dedent(
     """
     import os, subprocess, sys, time
     from pathlib import Path
-    from rlvr_scaling.process_cleanup import TOKEN_VAR
-    from rlvr_scaling.watchdog import Guard
+    from rlvr_scaling.execution.process_cleanup import TOKEN_VAR
+    from rlvr_scaling.execution.watchdog import Guard
 
     token, staging, failed, release = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
     guard = Guard(token, staging, failed)
@@ -140,7 +140,7 @@ def test_the_guard_ignores_the_signals_meant_for_the_run(tmp_path: Path) -> None
     staging = _staging(tmp_path)
     read_end, write_end = os.pipe()
     guard = subprocess.Popen(
-        [sys.executable, "-m", "rlvr_scaling.watchdog", "t" * 32, str(staging), str(tmp_path / "f"), "1"],
+        [sys.executable, "-m", "rlvr_scaling.execution.watchdog", "t" * 32, str(staging), str(tmp_path / "f"), "1"],
         stdin=read_end,
         start_new_session=True,
     )

@@ -6,12 +6,12 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.config import load_study
-from rlvr_scaling.launch import spec_document
-from rlvr_scaling.outcome import lands_in_runs, memory_evidence
-from rlvr_scaling.plan import build_plan
-from rlvr_scaling.selection import SelectionError, select
-from rlvr_scaling.summary import failed_summary
+from rlvr_scaling.analysis.selection import SelectionError, select
+from rlvr_scaling.analysis.summary import failed_summary
+from rlvr_scaling.execution.launch import spec_document
+from rlvr_scaling.execution.outcome import lands_in_runs, memory_evidence
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan
 
 
 @cache

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.config import load_study
-from rlvr_scaling.metrics_file import read_metrics_jsonl
-from rlvr_scaling.ray_cluster import local_node_ip
+from rlvr_scaling.analysis.metrics_file import read_metrics_jsonl
+from rlvr_scaling.execution.ray_cluster import local_node_ip
+from rlvr_scaling.study.config import load_study
 
 from .conftest import SLURM_TEST_ACCOUNT
 from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.config import load_study
-from rlvr_scaling.plan import build_plan
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan
 
 # Imported inside the tests: the `verl` marker skips (or, with RLVR_REQUIRE_VERL=1, fails) them at setup
 # when verl is missing, instead of an import error at collection.

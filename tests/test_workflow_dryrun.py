@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rlvr_scaling.config import load_study
-from rlvr_scaling.container import python_command
+from rlvr_scaling.inputs.container import python_command
+from rlvr_scaling.study.config import load_study
 
 from .conftest import PYTHON, REPO
 from .workflow_helpers import snakemake

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlvr_scaling.process_cleanup import TOKEN_TAG_VAR, TOKEN_VAR
+from rlvr_scaling.execution.process_cleanup import TOKEN_TAG_VAR, TOKEN_VAR
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import select
 import signal
@@ -11,9 +10,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import paths
-from .errors import StudyError
-from .fsutil import write_json
+from rlvr_scaling import paths
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.fsutil import print_json, write_json, write_text_atomically
 
 
 def _study_args(parser: argparse.ArgumentParser) -> None:
@@ -26,45 +25,42 @@ def _study_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace):
-    from .config import load_study
+    from rlvr_scaling.study.config import load_study
 
     return load_study(args.config, sets=args.sets, site=args.site)
 
 
+# Each subcommand imports what it needs when it runs: `plan` and the rules' lookups stay fast on a login
+# node, without pandas, matplotlib or anything of the engine.
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .plan import build_plan
-    from .plan_view import plan_table, results_line, site_note
-    from .selection_io import read_selections
+    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.study.plan_view import plan_table, results_line, site_note
 
     study = _load(args)
-    root = Path(args.root)
-    plan = build_plan(study, read_selections(root, study), root)
-    if args.json:
-        json.dump([run.to_dict() for run in plan], sys.stdout, indent=1)
-        sys.stdout.write("\n")
-        note = site_note(study)
-        if note:
-            print(f"rlvr-scaling: note: {note}", file=sys.stderr)
-    else:
+    plan = current_plan(study, Path(args.root))
+    if not args.json:
         sys.stdout.write(plan_table(study, plan))
-        print(results_line(study, root))
+        print(results_line(study, Path(args.root)))
+        return 0
+    print_json([run.to_dict() for run in plan], sys.stdout)
+    if note := site_note(study):
+        print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     return 0
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from .data import prepare_dataset
+    from rlvr_scaling.inputs.data import prepare_dataset
 
-    study = _load(args)
-    if args.dataset not in study.datasets:
-        raise StudyError(f"unknown dataset {args.dataset!r}: the study has {', '.join(study.datasets)}")
-    manifest = prepare_dataset(study, args.dataset, Path(args.output))
+    manifest = prepare_dataset(_load(args), args.dataset, Path(args.output))
     rows = {split: f["rows"] for split, f in manifest["files"].items()}
     print(f"dataset {args.dataset} ({manifest['source']}) written to {args.output}: {rows}")
     return 0
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    from .model import prepare_model
+    from rlvr_scaling.inputs.model import prepare_model
 
     manifest = prepare_model(_load(args), Path(args.output))
     print(f"model {manifest['name']} ({manifest['source']}) written to {args.output}")
@@ -72,15 +68,13 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from .launch import RunFailed, launch
-    from .plan import find_run
+    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.execution.launch import RunFailed, launch
+    from rlvr_scaling.study.plan import find_run
 
     study = _load(args)
     root = Path(args.root).resolve()
-    from .plan import build_plan
-    from .selection_io import read_selections
-
-    run = find_run(build_plan(study, read_selections(root, study), root), args.run_id)
+    run = find_run(current_plan(study, root), args.run_id)
     try:
         final = launch(study, run, root, timeout_s=args.timeout)
     except RunFailed as exc:
@@ -91,101 +85,52 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from .metrics import read_steps, summarize_steps
-    from .metrics_file import measurement_problems
+    from rlvr_scaling.analysis.metrics_view import describe_inspection, inspect_metrics
 
-    path = Path(args.file)
-    if not path.is_file():
-        raise StudyError(f"no such metrics file: {path}")
-    steps, problems, reader = read_steps(path)
-    if not steps:
-        size = path.stat().st_size
-        found = "; ".join(problems) if problems else ("empty" if size == 0 else f"no step record in its {size} bytes")
-        raise StudyError(f"{path} holds no verl step record (read as {reader}): {found}")
-    summary = summarize_steps(steps, args.n_gpus, args.warmup_steps)
-    invalid = measurement_problems(steps, problems, args.steps)
+    found = inspect_metrics(Path(args.file), args.n_gpus, args.warmup_steps, args.steps)
     if args.json:
-        document = {"steps": steps, "summary": summary, "reader": reader, "valid": not invalid, "problems": invalid}
-        json.dump(document, sys.stdout, indent=1)
-        sys.stdout.write("\n")
-        return 1 if invalid else 0
-    print(
-        f"{path} ({reader}): {summary['n_steps']} steps, {summary['steps_used']} measured after "
-        f"{args.warmup_steps} warm-up step(s), {args.n_gpus} GPU(s)"
-    )
-    rows = [
-        ("step time (s)", summary["step_time_s"]),
-        ("tokens per step", summary["tokens_per_step"]),
-        ("throughput per GPU (tokens/s)", summary["throughput_per_gpu"]),
-    ]
-    rows += [(f"phase {name} (s)", value) for name, value in summary["phases_s"].items()]
-    for label, value in rows:
-        print(f"  {label:32s} mean {value['mean']:.4g}  std {value['std']:.3g}  (n={value['n']})")
-    for item in summary["throughput_cross_check"]["disagreements"]:
-        print(
-            f"  warning: step {item['step']}: verl perf/throughput {item['verl']:.4g} "
-            f"vs computed {item['computed']:.4g}"
-        )
-    if invalid:
-        # The figures above leave out the broken values; the run as a whole is not a measurement.
-        print(f"INVALID measurement ({len(invalid)} problem(s)); the figures above use only well-formed steps:")
-        for problem in invalid:
-            print(f"  {problem}")
-        return 1
-    return 0
+        print_json(found.to_dict(), sys.stdout)
+    else:
+        sys.stdout.write(describe_inspection(found, args.n_gpus, args.warmup_steps))
+    return 1 if found.problems else 0
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from .summary import summarize_run
+    from rlvr_scaling.analysis.summary import summarize_run
 
     summary = summarize_run(Path(args.run_dir))
     write_json(Path(args.output), summary)
-    state = (
-        "valid"
-        if summary["valid"]
-        else "INVALID: " + "; ".join(c["detail"] for c in summary["checks"] if not c["passed"])
-    )
-    print(f"{summary['run_id']}: {state}")
+    failed = [c["detail"] for c in summary["checks"] if not c["passed"]]
+    print(f"{summary['run_id']}: {'valid' if summary['valid'] else 'INVALID: ' + '; '.join(failed)}")
     return 0
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from .selection import select
+    from rlvr_scaling.analysis.selection import select_from_files
 
-    study = _load(args)
-    rule = study.config["selection_rule"]
-    summaries = [json.loads(Path(p).read_text()) for p in args.summaries]
-    chosen = select(args.dataset, summaries, rule["memory_cap_fraction"], rule["tolerance"])
+    chosen = select_from_files(_load(args), args.dataset, [Path(p) for p in args.summaries])
     write_json(Path(args.output), chosen)
     print(f"selection for {args.dataset}: {chosen['reason']}")
     return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .results_io import write_index
+    from rlvr_scaling.analysis.results_io import index_dataset
 
-    study = _load(args)
-    pinned = study.config["selection"].get(args.dataset)
-    if args.selection:
-        selection = json.loads(Path(args.selection).read_text())
-        selected = selection["selected"]["prompts"]
-    else:
-        selection, selected = {"prompts": pinned, "pinned": True}, pinned
-    from .plan import dataset_runs
-
-    series = {r.run_id: r.series for r in dataset_runs(study, args.dataset, selected, Path(args.root)) if r.run_id}
-    write_index(args.dataset, [Path(p) for p in args.summaries], series, selection, Path(args.output))
+    selection = Path(args.selection) if args.selection else None
+    summaries = [Path(p) for p in args.summaries]
+    index_dataset(_load(args), args.dataset, selection, summaries, Path(args.root), Path(args.output))
     return 0
 
 
 def _results(paths_: list[str]):
-    from .results_io import load_results
+    from rlvr_scaling.analysis.results_io import load_results
 
     return load_results([Path(p) for p in paths_])
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from .tables import write_tables
+    from rlvr_scaling.analysis.tables import write_tables
 
     study = _load(args)
     written = write_tables(_results(args.indexes), study.config["scaling"]["strong_reference_nodes"], Path(args.output))
@@ -194,18 +139,17 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
-    from .figures import write_figures
+    from rlvr_scaling.analysis.figures import write_figures
 
     study = _load(args)
-    written = write_figures(
-        _results(args.indexes), study.config["scaling"]["strong_reference_nodes"], Path(args.output)
-    )
+    reference = study.config["scaling"]["strong_reference_nodes"]
+    written = write_figures(_results(args.indexes), reference, Path(args.output))
     print(f"{len(written)} figure files in {args.output}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import render_report
+    from rlvr_scaling.publish.report import render_report
 
     study = _load(args)
     render_report(study.config, _results(args.indexes), Path(args.tables), Path(args.figures), Path(args.output))
@@ -214,35 +158,26 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    from .bundle import write_bundle
+    from rlvr_scaling.publish.bundle import write_bundle
 
     study = _load(args)
-    count = write_bundle(
-        Path(args.output),
-        Path(args.report),
-        Path(args.tables),
-        Path(args.figures),
-        _results(args.indexes),
-        [Path(p) for p in args.indexes],
-        study.config,
-    )
+    indexes = [Path(p) for p in args.indexes]
+    parts = (Path(args.report), Path(args.tables), Path(args.figures))
+    count = write_bundle(Path(args.output), *parts, _results(args.indexes), indexes, study.config)
     print(f"bundle {args.output}: {count} files")
     return 0
 
 
 def cmd_container_definition(args: argparse.Namespace) -> int:
-    from .container import render_definition
+    from rlvr_scaling.inputs.container import render_definition
 
-    text = render_definition(_load(args))
-    target = Path(args.output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)
-    print(f"container definition: {target}")
+    write_text_atomically(Path(args.output), render_definition(_load(args)))
+    print(f"container definition: {args.output}")
     return 0
 
 
 def cmd_container_build(args: argparse.Namespace) -> int:
-    from .container_build import build_image
+    from rlvr_scaling.inputs.container_build import build_image
 
     facts = build_image(_load(args), Path(args.definition), Path(args.image), Path(args.record))
     print(f"image: {args.image} sha256 {facts['image']['sha256']}; base sha256 {facts['base_image']['sha256']}")
@@ -250,34 +185,25 @@ def cmd_container_build(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from .preflight import check, runs_to_check
+    from rlvr_scaling.execution.preflight import run_preflight
 
     study = _load(args)
-    root = Path(args.root)
-    runs, unplannable = runs_to_check(study, root)
-    record = check(study, runs, root, known=unplannable)
-    output = Path(args.output)
+    record, written = run_preflight(study, Path(args.root), Path(args.output))
     engine = record["engine"]
+    versions = ", ".join(f"{k} {v}" for k, v in engine.get("versions", {}).items() if v)
     print(
-        f"preflight on site '{study.site_name}': Python {engine.get('python')}, "
-        + ", ".join(f"{k} {v}" for k, v in engine.get("versions", {}).items() if v)
-        + f"; {record['runs_checked']} runs composed"
+        f"preflight on site '{study.site_name}': Python {engine.get('python')}, {versions}; "
+        f"{record['runs_checked']} runs composed"
     )
     for warning in record["warnings"]:
         print(f"rlvr-scaling: warning: {warning}", file=sys.stderr)
-    if record["problems"]:
-        # The evidence stays beside the output Snakemake would delete.
-        evidence = output.with_name(f"{output.stem}.failed.json")
-        write_json(evidence, record)
-        print(
-            f"rlvr-scaling: preflight found {len(record['problems'])} problem(s) (record: {evidence}):", file=sys.stderr
-        )
-        for problem in record["problems"]:
-            print(f"  - {problem}", file=sys.stderr)
-        return 1
-    write_json(output, record)
-    print(f"preflight passed: {output}")
-    return 0
+    if not record["problems"]:
+        print(f"preflight passed: {written}")
+        return 0
+    print(f"rlvr-scaling: preflight found {len(record['problems'])} problem(s) (record: {written}):", file=sys.stderr)
+    for problem in record["problems"]:
+        print(f"  - {problem}", file=sys.stderr)
+    return 1
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,11 +1,16 @@
-"""Files written whole or not at all, files rewritten only when their content changes, file digests."""
+"""Files and directories written whole or not at all, files rewritten only when their content changes, file
+digests."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 def write_text_atomically(path: Path, text: str) -> None:
@@ -16,8 +21,23 @@ def write_text_atomically(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+# The one JSON layout of every record the pipeline writes (files, bundle members, stdout).
+JSON_LAYOUT: dict[str, Any] = {"indent": 1, "default": str}
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, **JSON_LAYOUT) + "\n"
+
+
+def print_json(value: Any, stream: IO[str]) -> None:
+    """Written piece by piece, as a pipe's reader takes it: a reader that has gone is noticed (a single
+    large write into a closed pipe can end without an error in CPython, the output silently cut)."""
+    json.dump(value, stream, **JSON_LAYOUT)
+    stream.write("\n")
+
+
 def write_json(path: Path, value: Any) -> None:
-    write_text_atomically(path, json.dumps(value, indent=1, default=str) + "\n")
+    write_text_atomically(path, json_text(value))
 
 
 def write_text_if_changed(path: Path, text: str) -> str:
@@ -34,3 +54,18 @@ def sha256_file(path: Path) -> str:
         while chunk := handle.read(1 << 22):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+@contextmanager
+def staged_directory(output: Path) -> Iterator[Path]:
+    """Yield a fresh directory next to `output`; on success it replaces `output`, on failure it goes."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if output.exists():
+        shutil.rmtree(output)
+    staging.rename(output)

@@ -1,0 +1,111 @@
+"""Loading a study's run summaries through the per-dataset index files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.fsutil import write_json
+
+
+@dataclass
+class StudyResults:
+    indexes: list[dict[str, Any]]
+    summaries: dict[str, dict[str, Any]]
+
+    def datasets(self) -> list[str]:
+        return [index["dataset"] for index in self.indexes]
+
+    def index(self, dataset: str) -> dict[str, Any]:
+        return next(i for i in self.indexes if i["dataset"] == dataset)
+
+    def series(self, dataset: str, series: str) -> list[dict[str, Any]]:
+        """Valid summaries of one series, by node count."""
+        runs = [self.summaries[r["run_id"]] for r in self.index(dataset)["runs"] if series in r["series"]]
+        return sorted((s for s in runs if s["valid"]), key=lambda s: s["nodes"])
+
+    def invalid(self) -> list[dict[str, Any]]:
+        return [s for s in self.summaries.values() if not s["valid"]]
+
+
+def one_image(dataset: str, summaries: dict[str, dict[str, Any]]) -> str | None:
+    """The engine image's sha256 that every measured run of the dataset recorded. Run ids name what
+    an image is made of, not the built file (container.image_identity): runs measured on two builds
+    must not stand in one table."""
+    images: dict[str, list[str]] = {}
+    for run_id, summary in summaries.items():
+        image = ((summary.get("provenance") or {}).get("container") or {}).get("sha256")
+        if image:
+            images.setdefault(image, []).append(run_id)
+    if len(images) > 1:
+        listing = "; ".join(f"{digest[:12]}: {', '.join(sorted(ids))}" for digest, ids in images.items())
+        raise StudyError(
+            f"the runs of {dataset} were measured on {len(images)} different engine images ({listing}): "
+            "delete the results/runs/ folders of the runs not made on the current image (results/containers/"
+            "<site>/verl.json names it) and run the workflow again"
+        )
+    return next(iter(images), None)
+
+
+def write_index(
+    dataset: str,
+    summary_paths: list[Path],
+    series: dict[str, list[str]],
+    selection: dict[str, Any] | None,
+    output: Path,
+) -> None:
+    """`series` maps run ids to the series the plan puts them in now: a sweep run learns that it is
+    also the 1-node weak run only once the selection exists, after it ran."""
+    runs = []
+    summaries = {}
+    for path in summary_paths:
+        summary = json.loads(path.read_text())
+        summaries[summary["run_id"]] = summary
+        runs.append(
+            {
+                "run_id": summary["run_id"],
+                "series": series.get(summary["run_id"], summary["series"]),
+                "nodes": summary["nodes"],
+                "prompts": summary["prompts"],
+                "valid": summary["valid"],
+                "summary": str(path),
+            }
+        )
+    document = {
+        "dataset": dataset,
+        "selection": selection,
+        "image_sha256": one_image(dataset, summaries),
+        "runs": sorted(runs, key=lambda r: (r["nodes"], r["prompts"])),
+    }
+    write_json(output, document)
+
+
+def index_dataset(
+    study: Any, dataset: str, selection_path: Path | None, summary_paths: list[Path], root: Path, output: Path
+) -> None:
+    """The dataset's index, with its selection (the sweep's artifact, or the study's pinned workload)
+    and each run's series as the plan puts it now."""
+    from rlvr_scaling.study.plan import dataset_runs
+
+    if selection_path is not None:
+        selection = json.loads(selection_path.read_text())
+        selected = selection["selected"]["prompts"]
+    else:
+        pinned = study.config["selection"].get(dataset)
+        selection, selected = {"prompts": pinned, "pinned": True}, pinned
+    series = {r.run_id: r.series for r in dataset_runs(study, dataset, selected, root) if r.run_id}
+    write_index(dataset, summary_paths, series, selection, output)
+
+
+def load_results(index_paths: list[Path]) -> StudyResults:
+    indexes = [json.loads(p.read_text()) for p in index_paths]
+    summaries = {}
+    for index in indexes:
+        for run in index["runs"]:
+            summary = json.loads(Path(run["summary"]).read_text())
+            summary["series"] = run["series"]
+            summaries[run["run_id"]] = summary
+    return StudyResults(indexes, summaries)

@@ -1,0 +1,113 @@
+"""The one-node workload: chosen from the sweep as the study did it.
+
+Highest throughput per GPU among valid points whose peak memory stays under the cap; points within
+`tolerance` of the best tie, and the smallest prompt count among them wins (the study's GSM8K choice:
+throughput saturated at 100 prompts). A point counts as over the cap only on evidence: a measured peak
+over it, or an out-of-memory error in its log. A point that failed otherwise stops the selection (it is
+no measurement of anything), and a smaller point over the cap while a larger one fits is reported.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.errors import StudyError
+
+
+class SelectionError(StudyError):
+    """No sweep point can be selected; the message lists every point and why."""
+
+
+def point_row(summary: dict[str, Any], cap_gb: float) -> dict[str, Any]:
+    figures = summary.get("summary") or {}
+    peak = figures.get("peak_memory_gb")
+    throughput = (figures.get("throughput_per_gpu") or {}).get("mean")
+    reasons = [f"{c['name']}: {c['detail']}" for c in summary.get("checks", []) if not c["passed"]]
+    over_cap = False
+    if summary.get("status") == "failed":
+        evidence = summary.get("memory_evidence")
+        if not evidence:
+            raise SelectionError(
+                f"sweep point {summary['prompts']} prompts ({summary['run_id']}) failed without running out of "
+                f"memory ({summary.get('failure', 'see its console.log')}): that is no measurement of the memory "
+                f"bound; delete results/runs/{summary['run_id']} to run it again"
+            )
+        reasons.insert(0, f"ran out of memory ({evidence}): over the cap")
+        over_cap = True
+    elif peak is not None and peak > cap_gb:
+        reasons.append(f"peak memory {peak:.2f} GB over the cap {cap_gb:.2f} GB")
+        over_cap = True
+    return {
+        "prompts": summary["prompts"],
+        "run_id": summary["run_id"],
+        "throughput_per_gpu": throughput,
+        "step_time_s": (figures.get("step_time_s") or {}).get("mean"),
+        "peak_memory_gb": peak,
+        "eligible": not reasons and throughput is not None,
+        "over_cap": over_cap,
+        "rejected_because": reasons,
+    }
+
+
+def contradictions(points: list[dict[str, Any]]) -> list[str]:
+    """Memory grows with the prompt count: a point over the cap below one that fits is suspect."""
+    fits = [p for p in points if not p["over_cap"] and p["peak_memory_gb"] is not None]
+    return [
+        f"{low['prompts']} prompts ({low['run_id']}) are over the memory cap while {high['prompts']} prompts "
+        f"({high['run_id']}) fit: check both runs"
+        for low in points
+        if low["over_cap"]
+        for high in fits
+        if high["prompts"] > low["prompts"]
+    ]
+
+
+def select(
+    dataset: str, summaries: list[dict[str, Any]], memory_cap_fraction: float, tolerance: float
+) -> dict[str, Any]:
+    if not summaries:
+        raise SelectionError(f"no sweep points for {dataset}")
+    cap_gb = memory_cap_fraction * summaries[0]["gpu_memory_gb"]
+    points = sorted((point_row(s, cap_gb) for s in summaries), key=lambda p: p["prompts"])
+    eligible = [p for p in points if p["eligible"]]
+    if not eligible:
+        listing = "; ".join(
+            f"{p['prompts']} prompts ({p['run_id']}): {', '.join(p['rejected_because'])}" for p in points
+        )
+        raise SelectionError(f"no valid sweep point for {dataset}, so no scaling run can start. Points: {listing}")
+    best = max(p["throughput_per_gpu"] for p in eligible)
+    tied = [p for p in eligible if p["throughput_per_gpu"] >= best * (1 - tolerance)]
+    chosen = min(tied, key=lambda p: p["prompts"])
+    reason = (
+        f"{chosen['prompts']} prompts per node: {chosen['throughput_per_gpu']:.4g} tokens/s/GPU, "
+        f"{'the best' if chosen['throughput_per_gpu'] == best else f'within {tolerance:.0%} of the best {best:.4g}'}"
+        f" among {len(eligible)} valid point(s) under the {cap_gb:.2f} GB memory cap"
+    )
+    if len(tied) > 1:
+        reason += f"; {len(tied)} points tie within {tolerance:.0%}, the smallest prompt count wins"
+    warnings = contradictions(points)
+    if warnings:
+        reason += "; WARNING: " + "; ".join(warnings)
+    return {
+        "dataset": dataset,
+        "selected": {k: chosen[k] for k in ("prompts", "run_id", "throughput_per_gpu", "peak_memory_gb")},
+        "points": points,
+        "rule": {
+            "objective": "max mean throughput per GPU over measured steps",
+            "memory_cap_fraction": memory_cap_fraction,
+            "memory_cap_gb": cap_gb,
+            "tolerance": tolerance,
+            "tie_break": "fewest prompts",
+        },
+        "reason": reason,
+        "warnings": warnings,
+    }
+
+
+def select_from_files(study: Any, dataset: str, summary_paths: list[Path]) -> dict[str, Any]:
+    """The selection by the study's rule, from the sweep's summary files."""
+    rule = study.config["selection_rule"]
+    summaries = [json.loads(path.read_text()) for path in summary_paths]
+    return select(dataset, summaries, rule["memory_cap_fraction"], rule["tolerance"])

@@ -1,0 +1,50 @@
+"""Reading the sweep's selection artifacts (results/selection/<dataset>.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+from rlvr_scaling.errors import StudyError
+
+
+def read_selection(root: Path, dataset: str, sweep_run_ids: set[str] | None = None) -> int | None:
+    """The selected prompt count, if the artifact exists and was chosen from this plan's sweep (a
+    selection made on another site or with other settings names other runs and is ignored)."""
+    path = paths.selection_file(root, dataset)
+    if not path.exists():
+        return None
+    if sweep_run_ids is not None:
+        try:
+            chosen = json.loads(path.read_text())["selected"]["run_id"]
+        except (ValueError, KeyError, TypeError):
+            chosen = None
+        if chosen not in sweep_run_ids:
+            return None
+    return read_selection_file(path)
+
+
+def read_selection_file(path: Path) -> int:
+    try:
+        return int(json.loads(path.read_text())["selected"]["prompts"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StudyError(f"{path} is not a selection artifact ({exc}); delete it to recompute the selection") from None
+
+
+def read_selections(root: Path, study: Any) -> dict[str, int | None]:
+    from rlvr_scaling.study.plan import dataset_runs
+
+    selections = {}
+    for dataset in study.datasets:
+        sweep = {r.run_id for r in dataset_runs(study, dataset, None, root) if r.run_id and "sweep" in r.series}
+        selections[dataset] = read_selection(root, dataset, sweep)
+    return selections
+
+
+def current_plan(study: Any, root: Path) -> list[Any]:
+    """The plan with the selections the results hold now: what `plan`, `launch` and the rules act on."""
+    from rlvr_scaling.study.plan import build_plan
+
+    return build_plan(study, read_selections(root, study), root)

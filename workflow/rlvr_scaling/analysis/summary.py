@@ -1,0 +1,136 @@
+"""A run's summary: its measured figures, named validity checks, and where every number came from."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
+from rlvr_scaling.analysis.metrics_file import measurement_problems
+from rlvr_scaling.fsutil import sha256_file
+
+
+def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
+    return {"name": name, "passed": bool(passed), "detail": detail}
+
+
+def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]) -> dict[str, Any]:
+    problems = measurement_problems(steps, reader_problems, run["steps"])
+    if not problems:
+        return _check(
+            "measurement", True, f"steps 1..{run['steps']} once each, every required figure finite and positive"
+        )
+    more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
+    return _check("measurement", False, "; ".join(problems[:5]) + more)
+
+
+def validity_checks(
+    run: dict[str, Any], study: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]
+) -> list[dict[str, Any]]:
+    """Named checks; the ones after `measurement` read only the numeric values, so a broken record is
+    reported by it and never raises here."""
+    expected_lr = float(study["algorithm"]["lr"])
+    checks = [measurement_check(run, steps, reader_problems)]
+    lrs = set(finite_values(steps, "actor/lr"))
+    checks.append(
+        _check(
+            "actor_lr",
+            bool(lrs) and all(math.isclose(lr, expected_lr, abs_tol=1e-12) for lr in lrs),
+            f"actor/lr seen {sorted(lrs)}, configured {expected_lr}",
+        )
+    )
+    # The trajectory count is not logged; prompt + response tokens over their per-sample means give it.
+    counts = set()
+    for s in steps:
+        parts = [finite_values([s], k) for k in ("prompt_length/mean", "response_length/mean", "perf/total_num_tokens")]
+        if all(parts) and parts[0][0] + parts[1][0] > 0:
+            counts.add(round(parts[2][0] / (parts[0][0] + parts[1][0])))
+    expected = run["prompts"] * run["responses_per_prompt"]
+    checks.append(
+        _check(
+            "trajectories",
+            counts == {expected} and run["trajectories"] == expected,
+            f"prompts x responses = {expected}; measured per step {sorted(counts)}",
+        )
+    )
+    longest = max(finite_values(steps, "response_length/max"), default=0)
+    checks.append(
+        _check(
+            "responses_within_cap",
+            longest <= run["max_response_length"],
+            f"longest response {longest:g} tokens, cap {run['max_response_length']}",
+        )
+    )
+    return checks
+
+
+def _identity_fields(spec: dict[str, Any]) -> dict[str, Any]:
+    run = spec["run"]
+    return {
+        "run_id": run["run_id"],
+        "dataset": run["dataset"],
+        "series": run["series"],
+        "nodes": run["nodes"],
+        "gpus": run["nodes"] * run["gpus_per_node"],
+        "prompts": run["prompts"],
+        "trajectories": run["trajectories"],
+        "trajectories_per_engine": run["trajectories_per_engine"],
+        "concurrency": run["concurrency"],
+        "max_response_length": run["max_response_length"],
+        "memory_settings": run["memory"],
+        "site": spec["site"]["name"],
+        "gpu_memory_gb": spec["site"]["hardware"]["gpu_memory_gb"],
+    }
+
+
+def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """A sweep point that failed: no figures, the failure as its reason, and the sign that it ran out of
+    memory if its console had one (only such points land in results/runs/, see outcome.py)."""
+    failure = "; ".join(job.get("problems") or []) or f"exit status {job.get('exit_status')}"
+    return {
+        **_identity_fields(spec),
+        "summary": None,
+        "checks": [_check("run_completed", False, f"{job.get('status')}: {failure}")],
+        "valid": False,
+        "status": "failed",
+        "failure": failure,
+        "memory_evidence": job.get("memory_evidence"),
+        "steps": [],
+        "provenance": {"slurm_job_id": job.get("slurm_job_id"), "start": job.get("start"), "end": job.get("end")},
+    }
+
+
+def summarize_run(run_dir: Path) -> dict[str, Any]:
+    spec = json.loads((run_dir / "spec.json").read_text())
+    job = json.loads((run_dir / "job.json").read_text())
+    run = spec["run"]
+    if job.get("status") != "succeeded":
+        return failed_summary(spec, job)
+    source = run_dir / "metrics.jsonl"
+    if not source.exists():
+        source = run_dir / "console.log"
+    steps, problems, reader = read_steps(source)
+    n_gpus = run["nodes"] * run["gpus_per_node"]
+    checks = validity_checks(run, spec["study"], steps, problems)
+    return {
+        **_identity_fields(spec),
+        "summary": summarize_steps(steps, n_gpus, run["warmup_steps"]),
+        "checks": checks,
+        "valid": all(c["passed"] for c in checks),
+        "status": "succeeded",
+        "steps": steps,
+        "provenance": {
+            "metrics_file": source.name,
+            "reader": reader,
+            "metrics_sha256": sha256_file(source),
+            "reader_problems": problems,
+            "slurm_job_id": job.get("slurm_job_id"),
+            "container": job.get("container"),
+            "versions": job.get("versions"),
+            "repository_commit": spec.get("repository_commit"),
+            "start": job.get("start"),
+            "end": job.get("end"),
+        },
+    }

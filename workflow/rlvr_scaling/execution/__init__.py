@@ -1,0 +1,2 @@
+"""Running the plan: the launcher, its Ray cluster over Slurm, the guard, failed runs, provenance, storage and
+the preflight."""

@@ -1,0 +1,260 @@
+"""The preflight: one short job on the target site that proves the engine stack before any run.
+
+It runs where the runs will run (a Slurm job on the site's partition, inside the site's image) and
+records in results/preflight/<site>.json: the image's digest and labels, the versions of Python, Ray,
+verl, torch, vLLM and Megatron inside it, every module the configured engines import, the GPUs visible,
+the run environment as the processes see it (expanded), every planned run's verl arguments composed and
+checked by verl's own config validation inside the image, the dataset and model manifests, the Slurm
+account and partition that accepted the job, and, for a study with multi-node runs, a two-node Ray
+cluster started in the image and joined by the real probe. Every problem found is listed; any problem
+stops the workflow before a run is submitted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+from rlvr_scaling.analysis.selection_io import read_selections
+from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.execution.preflight_probe import MARK
+from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes, new_token
+from rlvr_scaling.execution.run_environment import environment_templates, expanded_environment
+from rlvr_scaling.execution.storage import space_report
+from rlvr_scaling.fsutil import write_json
+from rlvr_scaling.inputs.container import module_environment, python_command, record_path, require_runtime
+from rlvr_scaling.inputs.container_build import base_changed_since_build
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.plan import Run, build_plan
+
+PROBE = Path(__file__).with_name("preflight_probe.py")
+
+
+def engine_modules(study: Study) -> list[str]:
+    """What the configured engines import in the run's processes."""
+    names = ["ray", "verl", "torch", "transformers", "hydra", "tensordict", "verl.trainer.main_ppo"]
+    rollout = study.config["parallel"]["rollout"]["engine"]
+    names += {"vllm": ["vllm"], "sglang": ["sglang"], "hf": []}[rollout]
+    if study.config["parallel"]["training"]["engine"] == "megatron":
+        # verl 0.9.1's Megatron workers build models through Megatron-Bridge (use_mbridge, not vanilla).
+        names += ["megatron.core", "megatron.bridge"]
+    if study.site["engine"] == "verl-cpu":
+        names.append("rlvr_scaling.engines.cpu")
+    return names
+
+
+def multi_node(plan: list[Run]) -> bool:
+    return any(run.nodes > 1 for run in plan)
+
+
+def preflight_nodes(study: Study, plan: list[Run]) -> int:
+    """Two nodes where the study has multi-node runs on a Slurm site: Ray must form across nodes."""
+    return 2 if study.site["launch"]["kind"] == "ray-srun" and multi_node(plan) else 1
+
+
+def _probe(
+    study: Study, root: Path, runs: list[Run], env: dict[str, str], timeout_s: float
+) -> tuple[dict[str, Any], list[str]]:
+    request = {
+        "modules": engine_modules(study),
+        "environment": sorted(environment_templates(study)),
+        "runs": [{"run_id": run.run_id, "verl_args": run.verl_args} for run in runs if run.verl_args],
+    }
+    # In results/: on a container site the image sees it there (the results tree is bound in).
+    paths.results_dir(root).mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", dir=paths.results_dir(root), delete=False) as handle:
+        json.dump(request, handle)
+    try:
+        # The probe's source, not a module path: the image need not hold this package.
+        command = [*python_command(study, root), "-c", PROBE.read_text(), handle.name]
+        result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {}, [f"the checks in the engine's Python did not finish within {timeout_s:.0f} s"]
+    finally:
+        os.unlink(handle.name)
+    marked = [line[len(MARK) :] for line in result.stdout.splitlines() if line.startswith(MARK)]
+    try:
+        return json.loads(marked[-1]), []
+    except (IndexError, ValueError):
+        return {}, [
+            f"the engine's Python could not run the checks (exit {result.returncode}): "
+            f"{(result.stderr or result.stdout)[-1500:]}"
+        ]
+
+
+def _image(study: Study, root: Path, env: dict[str, str]) -> tuple[dict[str, Any] | None, list[str]]:
+    if not study.site["container"]:
+        return None, []
+    record = record_path(study, root)
+    if not record.exists():
+        return None, [f"the image's build record {record} is missing (build the image first)"]
+    facts = json.loads(record.read_text())
+    image = Path(facts["image"]["path"])
+    problems = []
+    try:
+        require_runtime(study, env)
+    except ConfigError as exc:
+        problems.append(str(exc))
+    changed = base_changed_since_build(study, record)
+    if changed:
+        problems.append(changed)
+    if not image.exists():
+        problems.append(f"the image {image} is missing")
+    elif image.stat().st_size != facts["image"]["bytes"]:
+        problems.append(f"the image {image} is not the one its record describes (size differs): rebuild it")
+    return {k: facts[k] for k in ("image", "base_image", "labels")}, problems
+
+
+def _inputs(study: Study, root: Path) -> tuple[dict[str, Any], list[str]]:
+    found: dict[str, Any] = {}
+    problems = []
+    for dataset in study.datasets:
+        manifest = paths.dataset_dir(root, study.site_name, dataset) / "manifest.json"
+        found[dataset] = str(manifest) if manifest.exists() else None
+        if not manifest.exists():
+            problems.append(f"dataset {dataset}: {manifest} is missing")
+    model = paths.model_dir(root, study.site_name) / "config.json"
+    found["model"] = str(model) if model.exists() else None
+    if not model.exists():
+        problems.append(f"model: {model} is missing")
+    return found, problems
+
+
+def _two_node_ray(study: Study, root: Path, env: dict[str, str], log_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    from rlvr_scaling.execution.launch import start_ray_cluster
+
+    job: dict[str, Any] = {}
+    try:
+        cluster = start_ray_cluster(study, 2, study.site["hardware"]["gpus_per_node"], root, log_dir, dict(env), job)
+    except StudyError as exc:
+        return {"formed": False, **job}, [f"a two-node Ray cluster in the image did not form: {exc}"]
+    cluster.stop()
+    return {"formed": True, **job}, []
+
+
+def _slurm_job(env: dict[str, str]) -> dict[str, str | None]:
+    """Account, partition and nodes of the job the preflight runs in, as Slurm accepted it (the
+    executor strips SLURM_* from the job's environment but its id)."""
+    job_id = env.get("SLURM_JOB_ID")
+    facts: dict[str, str | None] = {"id": job_id, "account": None, "partition": None, "nodelist": None}
+    if not job_id:
+        return facts
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return facts
+    fields = dict(item.split("=", 1) for item in shown.split() if "=" in item)
+    facts.update(account=fields.get("Account"), partition=fields.get("Partition"), nodelist=fields.get("NodeList"))
+    return facts
+
+
+def check(
+    study: Study, plan: list[Run], root: Path, env: dict[str, str] | None = None, known: list[str] | None = None
+) -> dict[str, Any]:
+    """Run every check; the record lists each problem, after the `known` ones (empty: ready to run)."""
+    # Its processes carry a token as a run's do: none outlives the preflight.
+    token = new_token()
+    env = {**(os.environ if env is None else env), TOKEN_VAR: token}
+    try:
+        record = _check(study, plan, root, env)
+        record["problems"] = [*(known or []), *record["problems"]]
+        return record
+    finally:
+        end_processes(token)
+
+
+def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> dict[str, Any]:
+    problems: list[str] = []
+    # The module commands the runs' launcher applies (LUMI: the AIF bindings), so the checks see
+    # the environment the runs will.
+    try:
+        env.update(module_environment(study, env))
+    except StudyError as exc:
+        problems.append(str(exc))
+    image, image_problems = _image(study, root, env)
+    problems += image_problems
+    inputs, found = _inputs(study, root)
+    problems += found
+    try:
+        run_env = {**env, **expanded_environment(study, env)}
+    except StudyError as exc:
+        run_env, problems = env, [*problems, str(exc)]
+    # Most of the job's time limit for the checks in the image, the rest for Ray and the record.
+    budget_s = study.site["slurm"].get("preflight_minutes", 20) * 60
+    engine: dict[str, Any] = {}
+    if not study.site["container"] or (image is not None and not image_problems):
+        engine, found = _probe(study, root, plan, run_env, timeout_s=budget_s * 0.5)
+        problems += found
+    for module, outcome in engine.get("modules", {}).items():
+        if outcome != "ok":
+            problems.append(f"module {module} does not import in the engine's Python: {outcome}")
+    for run_id, outcome in engine.get("composition", {}).items():
+        if outcome != "ok":
+            problems.append(f"run {run_id}: verl rejects its arguments: {outcome}")
+    gpus = engine.get("gpus_visible")
+    wanted = study.site["hardware"]["gpus_per_node"]
+    if study.site["engine"] != "verl-cpu" and engine and gpus != wanted:
+        problems.append(f"{gpus} GPUs visible to the engine, the site says hardware.gpus_per_node = {wanted}")
+    pinned = study.config["software"]["verl"]
+    if engine and engine["versions"].get("verl") != pinned:
+        problems.append(f"verl {engine['versions'].get('verl')} in the engine's Python, the study pins {pinned}")
+    results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
+    storage, found, warnings = space_report(results, model, study.slurm_account())
+    problems += found
+    ray: dict[str, Any] | None = None
+    if preflight_nodes(study, plan) == 2:
+        if env.get("SLURM_JOB_ID"):
+            ray, found = _two_node_ray(study, root, env, paths.results_dir(root) / "preflight" / "ray")
+            problems += found
+        else:
+            problems.append("the study has multi-node runs, but the preflight runs outside a Slurm job")
+    return {
+        "site": study.site_name,
+        "checked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "slurm": _slurm_job(env),
+        "image": image,
+        "inputs": inputs,
+        "engine": engine,
+        "ray_two_nodes": ray,
+        "storage": storage,
+        "runs_checked": len([r for r in plan if r.verl_args]),
+        "problems": problems,
+        "warnings": warnings,
+    }
+
+
+def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
+    """Every run the study may make: its sweep, and its scaling runs for each sweep point the selection
+    could choose (or the pinned or chosen one); and the sweep points whose scaling runs cannot be
+    planned (they would stop the workflow after the sweep)."""
+    chosen = read_selections(root, study)
+    grids = {d: [chosen[d]] if chosen.get(d) else study.dataset(d)["sweep"] for d in study.datasets}
+    runs: dict[str, Run] = {}
+    problems = []
+    for index in range(max(len(grid) for grid in grids.values())):
+        selection = {d: grid[min(index, len(grid) - 1)] for d, grid in grids.items()}
+        try:
+            planned = build_plan(study, selection, root)
+        except ConfigError as exc:
+            problems.append(f"with the selection {selection}, the scaling runs cannot be planned: {exc}")
+            continue
+        for run in planned:
+            if run.run_id:
+                runs.setdefault(run.run_id, run)
+    return list(runs.values()), problems
+
+
+def run_preflight(study: Study, root: Path, output: Path) -> tuple[dict[str, Any], Path]:
+    """Check and file the record: at `output` when it passed; when it did not, beside it as
+    <name>.failed.json (Snakemake deletes a failed job's output, the evidence must stay)."""
+    runs, unplannable = runs_to_check(study, root)
+    record = check(study, runs, root, known=unplannable)
+    written = output.with_name(f"{output.stem}.failed.json") if record["problems"] else output
+    write_json(written, record)
+    return record, written

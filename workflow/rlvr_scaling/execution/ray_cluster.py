@@ -1,0 +1,231 @@
+"""One Ray cluster over a Slurm allocation: the head on the first node (where the launcher runs),
+one worker per other node started with srun, all inside the site's container when it has one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlvr_scaling.errors import StudyError
+
+NODE_RESOURCE = "rlvr_node_{}"
+PROBE = """
+import json, sys, ray
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+alive = [n for n in ray.nodes() if n["Alive"]]
+print(json.dumps({"resources": [n["Resources"] for n in alive], "addresses": [n["NodeManagerAddress"] for n in alive]}))
+"""
+
+# Runs in the run's Python on every node (inside the image; nothing of this package is importable
+# there), before `ray start`: the node's address on the site's network interface, and a check that the
+# job step may use the CPUs Ray will be told it has.
+NODE_START = r"""
+import fcntl, os, socket, struct, sys
+mode, interface, cpus, *ray_args = sys.argv[1:]
+node = socket.gethostname()
+
+def interface_address():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            request = struct.pack("256s", interface.encode()[:15])
+            return socket.inet_ntoa(fcntl.ioctl(sock.fileno(), 0x8915, request)[20:24])  # SIOCGIFADDR
+        except OSError as exc:
+            sys.exit(f"rlvr-scaling: node {node}: network interface {interface!r} (launch.node_interface) "
+                     f"has no IPv4 address here ({exc.strerror}); interfaces: {[n for _, n in socket.if_nameindex()]}")
+
+if mode == "address":
+    if interface:
+        print(interface_address())
+    else:
+        from ray._private.services import get_node_ip_address
+        print(get_node_ip_address())
+    sys.exit(0)
+usable = sorted(os.sched_getaffinity(0))
+def core(cpu):  # two hardware threads of one core count once
+    try:
+        top = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        return open(top + "physical_package_id").read().strip(), open(top + "core_id").read().strip()
+    except OSError:
+        return cpu
+cores = len({core(cpu) for cpu in usable})
+if cores < int(cpus):
+    sys.exit(f"rlvr-scaling: node {node}: Ray's processes here may run on {cores} cores (CPUs {usable}), but the "
+             f"site has {cpus} per node (hardware.cpus_per_node): the job step's CPU binding is too narrow")
+if interface:
+    ray_args.append(f"--node-ip-address={interface_address()}")
+os.execv(sys.executable, [sys.executable, "-m", "ray.scripts.scripts", *ray_args])
+"""
+
+
+def local_node_ip(python: list[str], env: dict[str, str], interface: str | None = None) -> str:
+    """This node's address for Ray: the site's network interface's (LUMI: hsn0, the Slingshot network
+    that RCCL uses too), else the address Ray itself picks (each node picks its own the same way;
+    Slurm's NodeAddr may be a name or a loopback address Ray does not serve on). Asked of the run's
+    Python: the workflow's own environment need not have Ray, nor the same one."""
+    command = [*python, "-c", NODE_START, "address", interface or "", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise StudyError(
+            f"the run's Python ({' '.join(python)}) could not name this node's address for Ray "
+            f"(exit {result.returncode}): {result.stderr.strip()[-1500:]}"
+        )
+    return lines[-1].strip()
+
+
+class RayClusterError(StudyError):
+    """The Ray cluster did not form; the message names what is missing."""
+
+
+@dataclass
+class RayCluster:
+    job_id: str
+    nodes: list[str]
+    head_ip: str
+    port: int
+    gpus_per_node: int
+    cpus_per_node: int
+    slurm_cpus_per_node: int
+    object_store_bytes: int | None
+    python: list[str]
+    env: dict[str, str]
+    unset_environment: list[str]
+    log_dir: Path
+    interface: str | None = None
+    processes: list[subprocess.Popen] = field(default_factory=list)
+    # Each node's address as Ray registered it, once the cluster has formed.
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def head_address(self) -> str:
+        return f"{self.head_ip}:{self.port}"
+
+    def _ray_start(self, index: int) -> list[str]:
+        node = self.nodes[index]
+        # The run's Python (inside the site's container when it has one) runs Ray's own CLI: no
+        # dependence on an activated environment or on PATH inside the image.
+        ray = [*self.python, "-c", NODE_START, "start", self.interface or "", str(self.slurm_cpus_per_node)]
+        # srun gives each step Slurm's device variables again: drop the ones Ray must own.
+        unset = [f"--unset={name}" for name in self.unset_environment]
+        command = [
+            *(["env", *unset] if unset else []),
+            *ray,
+            "start",
+            "--block",
+            f"--num-gpus={self.gpus_per_node}",
+            f"--num-cpus={self.cpus_per_node}",
+            f"--resources={json.dumps({NODE_RESOURCE.format(node): 1})}",
+            "--disable-usage-stats",
+        ]
+        if self.object_store_bytes:
+            command.append(f"--object-store-memory={self.object_store_bytes}")
+        if index == 0:
+            # Several heads can share a host (fake nodes, shared login nodes): no fixed side ports.
+            command += [
+                "--head",
+                f"--port={self.port}",
+                f"--ray-client-server-port={self.port + 1}",
+                "--include-dashboard=false",
+                "--dashboard-agent-listen-port=0",
+            ]
+        else:
+            command += [f"--address={self.head_address}", "--dashboard-agent-listen-port=0"]
+        return command
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for index, node in enumerate(self.nodes):
+            command = self._ray_start(index)
+            if index > 0:
+                # Explicit geometry: inside the job the executor stripped SLURM_*, so srun knows nothing.
+                command = [
+                    "srun",
+                    f"--jobid={self.job_id}",
+                    "--nodes=1",
+                    "--ntasks=1",
+                    f"--nodelist={node}",
+                    f"--cpus-per-task={self.slurm_cpus_per_node}",
+                    f"--gpus-per-node={self.gpus_per_node}",
+                    "--overlap",
+                    "--kill-on-bad-exit=0",
+                    *command,
+                ]
+            log = open(self.log_dir / f"ray-{node}.log", "ab")
+            self.processes.append(
+                subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            )
+            if index == 0:
+                self.wait(timeout_s=120, want_nodes=[node])
+
+    def joined(self) -> tuple[list[str], float, str]:
+        """Nodes whose raylet is alive, the GPUs they brought, and why the probe failed if it did.
+
+        The probe is a Ray driver: it runs the run's Python (the container's on a container site), as
+        Ray refuses a driver whose Python differs from the cluster's.
+        """
+        try:
+            result = subprocess.run(
+                [*self.python, "-c", PROBE, self.head_address],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=self.env,
+            )
+        except subprocess.TimeoutExpired:
+            return [], 0.0, "the probe did not answer within 60 s"
+        lines = result.stdout.strip().splitlines()
+        if result.returncode != 0 or not lines:
+            return [], 0.0, f"the probe failed (exit {result.returncode}): {result.stderr.strip()[-800:]}"
+        found = json.loads(lines[-1])
+        resources = found["resources"]
+        self.addresses = {
+            n: address
+            for n in self.nodes
+            for r, address in zip(resources, found["addresses"], strict=True)
+            if NODE_RESOURCE.format(n) in r
+        }
+        names = [n for n in self.nodes if n in self.addresses]
+        return names, sum(r.get("GPU", 0.0) for r in resources), ""
+
+    def wait(self, timeout_s: float, want_nodes: list[str] | None = None) -> None:
+        want = want_nodes or self.nodes
+        deadline = time.monotonic() + timeout_s
+        joined: list[str] = []
+        gpus = 0.0
+        problem = ""
+        while time.monotonic() < deadline:
+            for node, process in zip(self.nodes, self.processes, strict=False):  # while starting, fewer
+                if process.poll() is not None:
+                    raise RayClusterError(
+                        f"Ray on node {node} exited early (status {process.returncode}): "
+                        f"{self._log_tail(node)} (all logs in {self.log_dir})"
+                    )
+            joined, gpus, problem = self.joined()
+            if set(want) <= set(joined) and gpus >= len(want) * self.gpus_per_node:
+                return
+            time.sleep(2)
+        missing = [n for n in want if n not in joined]
+        raise RayClusterError(
+            f"Ray cluster incomplete after {timeout_s:.0f} s: missing nodes {missing or 'none'}, "
+            f"{gpus:g} of {len(want) * self.gpus_per_node} GPUs joined; logs in {self.log_dir}"
+            + (f"; the last probe: {problem}" if problem else "")
+        )
+
+    def _log_tail(self, node: str) -> str:
+        log = self.log_dir / f"ray-{node}.log"
+        lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
+        return " | ".join(lines[-3:]) or "no output"
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 20
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()

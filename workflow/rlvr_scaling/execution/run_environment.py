@@ -1,0 +1,56 @@
+"""The environment a run's processes get: the site's variables (plus the CPU engine's), with their
+${NAME} references to the job's environment (e.g. ${SLURM_JOB_ID}) expanded when the run starts."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.verl_args import CPU_ENGINE_ENV
+
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def environment_templates(study: Study) -> dict[str, str]:
+    """The run's variables as the site writes them (references unexpanded)."""
+    env = dict(study.site["environment"])
+    if study.site["engine"] == "verl-cpu":
+        env.update(CPU_ENGINE_ENV)
+    return env
+
+
+def expanded_environment(study: Study, job_environment: dict[str, str]) -> dict[str, str]:
+    """The run's variables with every ${NAME} replaced from the job's environment; a reference to a
+    variable the job does not have is an error naming both."""
+    expanded = {}
+    for key, template in environment_templates(study).items():
+
+        def value_of(match: re.Match[str], key: str = key, template: str = template) -> str:
+            name = match.group(1)
+            if name not in job_environment:
+                raise StudyError(
+                    f"site '{study.site_name}' environment {key}={template!r} refers to ${{{name}}}, "
+                    "which the job's environment does not have"
+                )
+            return job_environment[name]
+
+        expanded[key] = REFERENCE.sub(value_of, template)
+    return expanded
+
+
+def shell_export(key: str, template: str) -> str:
+    """An `export` line for command.sh: bash expands the ${NAME} references, and only those (set -u
+    makes a missing one an error)."""
+    if not REFERENCE.search(template):
+        return f"export {key}={shlex.quote(template)}"
+    parts = []
+    position = 0
+    for match in REFERENCE.finditer(template):
+        parts.append(shlex.quote(template[position : match.start()]) if match.start() > position else "")
+        parts.append(f'"${{{match.group(1)}}}"')
+        position = match.end()
+    if position < len(template):
+        parts.append(shlex.quote(template[position:]))
+    return f"export {key}={''.join(parts)}"

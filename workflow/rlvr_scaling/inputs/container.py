@@ -1,0 +1,201 @@
+"""The site's container: its definition (rendered from containers/<template> with the site's pins) and
+how the launcher runs commands inside it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.fsutil import sha256_file
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.validate import CONTAINER_PLACEHOLDERS
+
+LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
+# The install step both ways of building share (run inside the base image).
+ADD_VERL = "containers/add-verl.sh"
+# The SquashFS way: where the packed venv is bound at run time, and its Python.
+VENV_MOUNT = "/user-software"
+VENV_PYTHON = f"{VENV_MOUNT}/venv/bin/python3"
+LOCK_IN_VENV = f"{VENV_MOUNT}/rlvr-scaling-lock.txt"
+FREEZE_IN_VENV = f"{VENV_MOUNT}/rlvr-scaling-pip-freeze.txt"
+
+
+def build_kind(study: Study) -> str:
+    """`definition`: a derived image built from a definition file (`<runtime> build --fakeroot`).
+    `venv-squashfs`: a venv made inside the base image, packed into SquashFS and bound at run time,
+    for sites where image builds are not possible (LUMI documents both)."""
+    return (study.site["container"] or {}).get("build", "definition")
+
+
+def squashfs(study: Study) -> bool:
+    return build_kind(study) == "venv-squashfs"
+
+
+def recipe_path(study: Study, root: Path) -> Path:
+    """What the build follows: the definition file, or the SquashFS way's build script."""
+    name = "verl-venv-squashfs.sh" if squashfs(study) else "verl.def"
+    return paths.results_dir(root) / "containers" / study.site_name / name
+
+
+def render_definition(study: Study) -> str:
+    container = study.site["container"]
+    if not container:
+        raise StudyError(f"site '{study.site_name}' runs without a container: there is nothing to build")
+    template = (paths.REPO_ROOT / container["definition"]).read_text()
+    lock = container.get("constraints")
+    common = {
+        "base_image": container["base_image"],
+        "verl_version": study.config["software"]["verl"],
+        "python": container.get("python", "python3"),
+        "verl_extras": ",".join(container.get("verl_extras", ["verl-core"])),
+        "requirements": " ".join(shlex.quote(r) for r in container.get("requirements", [])),
+    }
+    if squashfs(study):
+        return template.format(
+            **{**common, "base_image": shlex.quote(container["base_image"])},
+            runtime=runtime(study),
+            exec_args=" ".join(shlex.quote(a) for a in container.get("build_args", [])),
+            constraint=LOCK_IN_VENV if lock else "-",
+            lock_note=" and rlvr-scaling-lock.txt" if lock else "",
+        )
+    return template.format(
+        **common,
+        add_verl=paths.REPO_ROOT / ADD_VERL,
+        lock_file=f"\n    {paths.REPO_ROOT / lock} {LOCK_IN_IMAGE}" if lock else "",
+        constraint=LOCK_IN_IMAGE if lock else "-",
+    )
+
+
+def image_identity(study: Study) -> dict[str, Any]:
+    """What the engine image is made of, known before it is built: the part of a run's identity that
+    names its image. The built image's own sha256 cannot be: a rebuild of the same definition differs
+    in timestamps, and run ids are fixed when the workflow is planned. Runs record that digest
+    (job.json), Snakemake reruns them when the image is rebuilt, and an index refuses a series
+    measured on two images (results_io.write_index). Contents, not paths: two clones of the
+    repository name the same runs."""
+    container = study.site["container"]
+    lock = container.get("constraints")
+    return {
+        "build": build_kind(study),
+        "add_verl_sha256": sha256_file(paths.REPO_ROOT / ADD_VERL),
+        "base_image": container["base_image"],
+        "base_sha256": container.get("base_sha256"),
+        "definition_sha256": sha256_file(paths.REPO_ROOT / container["definition"]),
+        "python": container.get("python", "python3"),
+        "verl_extras": container.get("verl_extras", ["verl-core"]),
+        "requirements": container.get("requirements", []),
+        "constraints_sha256": sha256_file(paths.REPO_ROOT / lock) if lock else None,
+    }
+
+
+def runtime(study: Study) -> str:
+    """The container runtime's command for building, inspecting and running the image: LUMI provides
+    SingularityCE (`singularity`), the test machines Apptainer. Named once per site."""
+    return (study.site["container"] or {}).get("runtime", "apptainer")
+
+
+def require_runtime(study: Study, env: dict[str, str] | None = None) -> None:
+    """Before a build or a run: the site's runtime is a command in the environment the commands get
+    (after the site's module commands), a clear error rather than a traceback."""
+    name = runtime(study)
+    search = (env or os.environ).get("PATH")
+    if shutil.which(name, path=search) is None:
+        found = [n for n in ("apptainer", "singularity") if shutil.which(n, path=search)]
+        raise ConfigError(
+            "container.runtime",
+            name,
+            f"a command on this host's PATH (found: {', '.join(found) or 'neither apptainer nor singularity'})",
+            f"site '{study.site_name}'",
+        )
+
+
+def build_command(study: Study, definition: str, image: str) -> list[str]:
+    """`<runtime> build --fakeroot` with the site's build options (e.g. a CA bundle bound in)."""
+    container = study.site["container"] or {}
+    return [runtime(study), "build", "--fakeroot", "--force", *container.get("build_args", []), image, definition]
+
+
+def expand(template: str) -> str:
+    """Fill the placeholders of container.binds / container.python (checked by validate): where the
+    workflow's own Python lives, for a test image that binds the host's environment in."""
+    values = (sys.prefix, sys.base_prefix, str(paths.REPO_ROOT))
+    return template.format(**dict(zip(CONTAINER_PLACEHOLDERS, values, strict=True)))
+
+
+def image_path(study: Study, root: Path) -> Path:
+    """The built image: a SIF, or the SquashFS of the venv (bound into the base image at run time)."""
+    return paths.results_dir(root) / "containers" / study.site_name / ("verl.sqsh" if squashfs(study) else "verl.sif")
+
+
+def record_path(study: Study, root: Path) -> Path:
+    """The build's record of the image (rlvr_scaling.inputs.container_build)."""
+    return image_path(study, root).with_suffix(".json")
+
+
+def exec_prefix(study: Study, root: Path) -> list[str]:
+    """`<runtime> exec --bind ... IMAGE`, or nothing on a site without a container."""
+    container = study.site["container"]
+    if not container:
+        return []
+    binds = [expand(bind) for bind in container["binds"]]
+    options = [expand(option) for option in container.get("exec_args", [])]
+    # The results tree holds the data, the model and the run directory the run writes into; it may
+    # be a link to the site's storage (storage.results), bound in as well.
+    results = paths.results_dir(root)
+    binds += [str(root.resolve()), str(results.resolve())]
+    if results.is_symlink() and os.path.isabs(os.readlink(results)):
+        binds.append(os.readlink(results))  # the path as the link names it, which the run follows
+    image = str(image_path(study, root).resolve())
+    if squashfs(study):
+        # Its own --bind: the options' comma would split a comma-joined list.
+        options += ["--bind", squashfs_bind(image)]
+        image = container["base_image"]
+    return [runtime(study), "exec", *options, "--bind", ",".join(dict.fromkeys(binds)), image]
+
+
+def squashfs_bind(image: str) -> str:
+    """The SquashFS of the venv, mounted read-only where it was made."""
+    return f"{image}:{VENV_MOUNT}:ro,image-src=/"
+
+
+def python_command(study: Study, root: Path) -> list[str]:
+    """The Python that runs verl and Ray: the container's on a container site, else this one."""
+    container = study.site["container"]
+    if not container:
+        return [sys.executable]
+    python = VENV_PYTHON if squashfs(study) else expand(container.get("python", "python3"))
+    return [*exec_prefix(study, root), python]
+
+
+def _login_shell_environment(commands: list[str], base: dict[str, str]) -> dict[str, str]:
+    result = subprocess.run(
+        ["bash", "-lc", " && ".join([*commands, "env -0"])], capture_output=True, env=base, timeout=120
+    )
+    if result.returncode != 0:
+        raise StudyError(
+            f"container.modules failed (exit {result.returncode}): {commands}\n"
+            f"{result.stderr.decode(errors='replace')[-2000:]}"
+        )
+    return dict(item.split("=", 1) for item in result.stdout.decode(errors="replace").split("\0") if "=" in item)
+
+
+def module_environment(study: Study, base: dict[str, str]) -> dict[str, str]:
+    """Variables the site's module commands set (LUMI: the AIF singularity bindings), applied to the
+    launcher's environment so that every `<runtime> exec` sees them. `module` needs a login shell;
+    what the login shell sets by itself is left out by comparing with one that runs no commands."""
+    commands = (study.site["container"] or {}).get("modules") or []
+    if not commands:
+        return {}
+    try:
+        before = _login_shell_environment([], base)
+        after = _login_shell_environment(commands, base)
+    except StudyError as exc:
+        raise StudyError(f"site '{study.site_name}' {exc}") from exc
+    return {key: value for key, value in after.items() if before.get(key) != value and not key.startswith("BASH_FUNC")}

@@ -1,0 +1,95 @@
+"""The model stage: the study's model downloaded at a pinned revision, or a tiny one built here.
+
+The tiny model (local site) has the Qwen3 architecture with random weights and a byte-level BPE
+tokenizer trained on the local datasets' text; the same seed gives the same files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.fsutil import json_text, staged_directory
+from rlvr_scaling.inputs.synthetic import corpus
+from rlvr_scaling.study.config import Study
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TINY = {"vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "heads": 4}
+
+
+def build_tokenizer(seed: int) -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=TINY["vocab_size"],
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(list(corpus(seed)), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def build_tiny_model(max_context: int, seed: int, output: Path) -> dict[str, Any]:
+    import torch
+    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = build_tokenizer(seed)
+    heads = TINY["heads"]
+    config = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=TINY["hidden_size"],
+        intermediate_size=TINY["intermediate_size"],
+        num_hidden_layers=TINY["num_hidden_layers"],
+        num_attention_heads=heads,
+        num_key_value_heads=heads // 2,
+        head_dim=TINY["hidden_size"] // heads,
+        max_position_embeddings=max_context,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, do_sample=True
+    )
+    model.save_pretrained(output, safe_serialization=True)
+    tokenizer.save_pretrained(output)
+    return {"parameters": sum(p.numel() for p in model.parameters()), "vocab_size": len(tokenizer)}
+
+
+def download_model(name: str, revision: str, output: Path) -> dict[str, Any]:
+    from huggingface_hub import HfApi, snapshot_download
+
+    commit = HfApi().model_info(name, revision=revision).sha
+    snapshot_download(name, revision=commit, local_dir=output)
+    return {"commit": commit}
+
+
+def prepare_model(study: Study, output: Path) -> dict[str, Any]:
+    """Build or download into a staging directory, then move into place with a manifest."""
+    spec = study.config["model"]
+    with staged_directory(output) as staging:
+        if spec["source"] == "tiny":
+            seed = int(str(spec["revision"]).removeprefix("seed-"))
+            details = build_tiny_model(spec["max_context"], seed, staging)
+            details.update(seed=seed, architecture="Qwen3ForCausalLM", random_weights=True)
+        else:
+            details = download_model(spec["name"], spec["revision"], staging)
+        manifest = {"name": spec["name"], "source": spec["source"], "revision": spec["revision"], **details}
+        (staging / "rlvr_manifest.json").write_text(json_text(manifest))
+    return manifest

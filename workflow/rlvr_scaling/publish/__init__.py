@@ -1,0 +1,1 @@
+"""What a study publishes: the report and the bundle."""

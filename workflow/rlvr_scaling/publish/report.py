@@ -1,0 +1,58 @@
+"""The study report (Markdown): every table and figure with what was measured, on which runs, how."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
+from rlvr_scaling.analysis.tables import TABLES
+
+
+def render_report(study: dict[str, Any], results: StudyResults, tables: Path, figures: Path, output: Path) -> str:
+    captions = json.loads((figures / "captions.json").read_text()) if (figures / "captions.json").exists() else {}
+    relative = Path("..")
+    lines = [
+        f"# {study['study']['name']}: RLVR scaling study on site `{study['site']}`",
+        "",
+        f"Model {study['model']['name']} ({study['model']['source']}, revision {study['model']['revision']}), "
+        f"GRPO with {study['algorithm']['responses_per_prompt']} responses per prompt, lr {study['algorithm']['lr']}, "
+        f"{study['algorithm']['steps']} steps per run of which the first {study['algorithm']['warmup_steps']} "
+        "are warm-up and excluded.",
+        "",
+        "Throughput per GPU = (prompt + response tokens of all trajectories in a step) / (step time x GPUs). "
+        f"Means and sample standard deviations are over the measured steps; intervals: {BOOTSTRAP_METHOD}.",
+        "",
+        "## Selection of the one-node workload",
+        "",
+    ]
+    for index in results.indexes:
+        selection = index.get("selection")
+        if selection and selection.get("reason"):
+            lines.append(f"- **{index['dataset']}**: {selection['reason']}.")
+        elif selection:
+            lines.append(
+                f"- **{index['dataset']}**: pinned to {selection.get('prompts')} prompts per node in the config."
+            )
+    lines += ["", "## Tables", ""]
+    for name in TABLES:
+        path = tables / f"{name}.md"
+        if path.exists():
+            lines += [path.read_text(), f"Files: `{relative / tables / name}.csv`, `.md`, `.tex`.", ""]
+    lines += ["## Figures", ""]
+    for name, caption in captions.items():
+        lines += [f"![{name}]({relative / figures / name}.png)", "", caption, ""]
+    invalid = results.invalid()
+    lines += ["## Runs left out", ""]
+    if invalid:
+        for s in invalid:
+            reasons = "; ".join(f"{c['name']}: {c['detail']}" for c in s["checks"] if not c["passed"])
+            lines.append(f"- `{s['run_id']}`: {reasons}")
+    else:
+        lines.append("None: every run passed its validity checks.")
+    text = "\n".join(lines) + "\n"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    return text

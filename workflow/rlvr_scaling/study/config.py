@@ -1,0 +1,285 @@
+"""Load the study: config file, site file, the site's study overrides and --set overrides."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlvr_scaling import paths
+from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.study.validate import check_schema, check_semantics
+
+
+@dataclass(frozen=True)
+class Study:
+    """A validated study definition on one site."""
+
+    config: dict[str, Any]
+    site: dict[str, Any]
+    # What the site's study_overrides changed in the user's config (shown by `plan`).
+    site_replaced: tuple[SiteReplacement, ...] = ()
+
+    @property
+    def site_name(self) -> str:
+        return self.site["name"]
+
+    @property
+    def datasets(self) -> list[str]:
+        only = self.config.get("only_datasets")
+        return [d for d in self.config["datasets"] if not only or d in only]
+
+    def dataset(self, name: str) -> dict[str, Any]:
+        return self.config["datasets"][name]
+
+    def slurm_account(self) -> str | None:
+        """The account from the config, else the first set environment variable the site names."""
+        if self.config.get("slurm_account"):
+            return self.config["slurm_account"]
+        for var in self.site["slurm"]["account_env"]:
+            if os.environ.get(var):
+                return os.environ[var]
+        return None
+
+    def require_account(self) -> str | None:
+        account = self.slurm_account()
+        if self.site["slurm"]["account_required"] and not account:
+            names = ", ".join(f"${v}" for v in self.site["slurm"]["account_env"])
+            raise ConfigError(
+                "slurm_account",
+                None,
+                f"site '{self.site_name}' needs a Slurm project account: set slurm_account "
+                f"(--config slurm_account=project_XXXXXXXXX) or one of {names}",
+            )
+        return account
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file, or a JSON one (the effective config the rules hand to each step) read as JSON:
+    YAML 1.1 would read JSON's 1e-05 as text."""
+    try:
+        with open(path) as handle:
+            if path.suffix == ".json":
+                return json.load(handle)
+            return yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise StudyError(f"File not found: {path}") from None
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise StudyError(f"{path} is not valid {path.suffix.lstrip('.').upper() or 'YAML'}: {exc}") from None
+
+
+def read_value(text: str) -> Any:
+    """A value typed on a command line: a number when int() or float() reads it (1e-6, 010 = 10),
+    else YAML ([1, 2], true, null, text). YAML 1.1's other readings stay text: yes/on are not booleans,
+    1:30 and 0x10 not numbers, 2024-01-01 not a date."""
+    stripped = text.strip()
+    for number in (int, float):
+        try:
+            return number(stripped)
+        except ValueError:
+            pass
+    try:
+        value = yaml.safe_load(stripped)
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, bool):
+        return value if stripped.lower() in ("true", "false") else text
+    if isinstance(value, float) and not math.isfinite(value):
+        return value  # .nan, .inf: kept as numbers, so the check names them as not finite
+    if isinstance(value, int | float | dt.date):
+        return text
+    return value
+
+
+def parse_set(assignment: str) -> tuple[list[str], Any]:
+    """'a.b.c=value' -> (['a','b','c'], parsed value); the value is read by read_value (1, true, [1,2])."""
+    if "=" not in assignment:
+        raise ConfigError("--set", assignment, "each --set must look like dotted.key=value")
+    key, raw = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError("--set", assignment, "the key must be a dotted path such as scaling.weak_nodes")
+    return parts, read_value(raw) if raw.strip() else None
+
+
+def set_dotted(config: dict[str, Any], parts: list[str], value: Any) -> None:
+    node = config
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(".".join(parts[: i + 1]), child, "it is not a mapping, so it has no sub-keys")
+        node = child
+    node[parts[-1]] = value
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _read_site(name: str, sites_dir: Path, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A site file, merged over the site it `inherits` (a new cluster can start from a known one)."""
+    path = sites_dir / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in sites_dir.glob("*.yaml"))
+        raise ConfigError("site", name, f"it must name a file in {sites_dir} (known sites: {', '.join(known)})")
+    site = read_yaml(path)
+    if not isinstance(site, dict):
+        raise ConfigError("(top level)", site, "a site file must be a mapping", f"site file {path.name}")
+    parent = site.pop("inherits", None)
+    if parent is None:
+        return site
+    if parent in (*seen, name):
+        raise ConfigError("inherits", parent, "site files must not inherit in a circle", f"site file {path.name}")
+    return deep_merge(_read_site(parent, sites_dir, (*seen, name)), site)
+
+
+def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
+    site = _read_site(name, sites_dir)
+    path = sites_dir / f"{name}.yaml"
+    check_schema(site, paths.SITE_SCHEMA, source=f"site file {path.name}")
+    if site["name"] != name:
+        raise ConfigError("name", site["name"], f"the site file {path.name} must carry name '{name}'", "site file")
+    return site
+
+
+def _retyped(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _retyped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_retyped(item) for item in value]
+    return read_value(value) if isinstance(value, str) and value.strip() else value
+
+
+def _retype_leaves(target: dict[str, Any], command_line: dict[str, Any], top: bool) -> None:
+    for key, value in command_line.items():
+        if key not in target:
+            continue
+        if isinstance(value, dict):
+            if isinstance(target[key], dict):
+                _retype_leaves(target[key], value, top=False)
+        elif (isinstance(value, list) or not top) and target[key] == value:
+            # Still what the command line said (--config is merged last): read it as --set would.
+            target[key] = _retyped(value)
+
+
+def typed_command_line(config: dict[str, Any], command_line: dict[str, Any]) -> dict[str, Any]:
+    """The config with the values of Snakemake's --config read as --set reads them.
+
+    Snakemake types a top-level `--config key=value` (int, float, bool) but reads the inside of a
+    mapping with YAML's base loader, so `overrides={"algorithm.steps": 5}` arrives as the string '5',
+    also after it is merged with an `overrides:` from a config file. Each leaf that still holds the
+    command line's string is re-read; strings that came from config files stay strings.
+    """
+    typed = copy.deepcopy(config)
+    _retype_leaves(typed, command_line, top=True)
+    return typed
+
+
+@dataclass(frozen=True)
+class SiteReplacement:
+    """A value of the user's config that the site's study_overrides replaced."""
+
+    key: str
+    yours: Any
+    site: Any
+
+
+def _leaves(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    found = []
+    for key, value in document.items():
+        if isinstance(value, dict) and value:
+            found += _leaves(value, (*prefix, key))
+        else:
+            found.append(((*prefix, key), value))
+    return found
+
+
+def _lookup(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
+    for part in path:
+        if not isinstance(document, dict) or part not in document:
+            return False, None
+        document = document[part]
+    return True, document
+
+
+def site_study(site_def: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """The site's study_overrides for this config: it scales down the user's datasets, never adds one
+    the user removed."""
+    overrides = copy.deepcopy(site_def.get("study_overrides") or {})
+    datasets = overrides.get("datasets")
+    if isinstance(datasets, dict) and isinstance(user.get("datasets"), dict):
+        overrides["datasets"] = {name: value for name, value in datasets.items() if name in user["datasets"]}
+    return overrides
+
+
+def replaced_values(user: dict[str, Any], config: dict[str, Any], overrides: dict[str, Any]) -> list[SiteReplacement]:
+    """Every leaf the site changed from what the user's config said (not the keys the user set
+    explicitly with --set or `overrides`, which win)."""
+    replaced = []
+    for path, _ in _leaves(overrides):
+        had, yours = _lookup(user, path)
+        _, final = _lookup(config, path)
+        if had and yours != final:
+            replaced.append(SiteReplacement(".".join(path), yours, final))
+    return replaced
+
+
+def study_from_dict(
+    raw_config: dict[str, Any], sets: list[str] | tuple[str, ...] = (), site: str | None = None
+) -> Study:
+    """Build the study from an already-read config mapping (the Snakefile's `config`).
+
+    The user's config (with --set and `overrides`) is checked first, as written: a bad value there is
+    an error even where the site would replace it. Then the site's study_overrides go over it, what
+    the user set explicitly goes over that, and the result is checked again.
+    """
+    if not isinstance(raw_config, dict):
+        raise ConfigError("(top level)", raw_config, "the config must be a mapping")
+    # `overrides` (dotted key -> value, e.g. from an extra --configfile) act exactly like --set.
+    overrides = raw_config.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError("overrides", overrides, "it must map dotted keys to values")
+    parsed_sets = [(str(k).split("."), v) for k, v in overrides.items()] + [parse_set(s) for s in sets]
+    user = copy.deepcopy(raw_config)
+    for parts, value in parsed_sets:
+        set_dotted(user, parts, value)
+    if site is not None:
+        user["site"] = site
+    site_name = user.setdefault("site", "local")
+    if not isinstance(site_name, str):
+        raise ConfigError("site", site_name, "it must be the name of a file in config/sites/")
+    # Values as written; a section the site supplies may be missing (checked with the site below).
+    check_schema(user, paths.CONFIG_SCHEMA, source="config", ignore_required=True)
+    site_def = load_site(site_name)
+    site_overrides = site_study(site_def, user)
+    config = deep_merge(user, site_overrides)
+    # What the user set explicitly wins over the site's scaled-down study.
+    for parts, value in parsed_sets:
+        set_dotted(config, parts, value)
+    check_schema(config, paths.CONFIG_SCHEMA, source=f"config with site '{site_name}' study_overrides")
+    check_semantics(config, site_def)
+    return Study(config=config, site=site_def, site_replaced=tuple(replaced_values(user, config, site_overrides)))
+
+
+def load_study(
+    config_path: Path | str = paths.DEFAULT_CONFIG,
+    sets: list[str] | tuple[str, ...] = (),
+    site: str | None = None,
+) -> Study:
+    raw = read_yaml(Path(config_path))
+    return study_from_dict(raw or {}, sets=sets, site=site)

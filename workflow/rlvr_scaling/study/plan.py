@@ -1,0 +1,246 @@
+"""The plan: a pure function of study + site + selection listing every run of the study."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.inputs.container import image_identity
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.identity import make_run_id
+from rlvr_scaling.study.verl_args import build_verl_args
+
+SERIES_ORDER = ("sweep", "weak", "strong")
+
+
+@dataclass
+class Run:
+    run_id: str | None
+    series: list[str]
+    dataset: str
+    nodes: int
+    gpus_per_node: int
+    prompts: int | None
+    responses_per_prompt: int
+    trajectories: int | None
+    max_prompt_length: int
+    max_response_length: int
+    steps: int
+    warmup_steps: int
+    concurrency: int | None
+    trajectories_per_engine: float | None
+    memory: dict[str, Any]
+    verl_args: list[str] | None
+    slurm: dict[str, Any] | None
+    node_hours: float | None
+    estimate: dict[str, float] | None
+    identity: dict[str, Any] | None
+    pending: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def engines_per_node(study: Study) -> int:
+    rollout = study.config["parallel"]["rollout"]
+    return study.site["hardware"]["gpus_per_node"] // rollout["tensor_parallel"]
+
+
+def concurrency_for(study: Study, one_node_prompts: int) -> int:
+    """vLLM max_num_seqs per engine: all trajectories of the one-node workload generated at once."""
+    trajectories = one_node_prompts * study.config["algorithm"]["responses_per_prompt"]
+    return math.ceil(trajectories / engines_per_node(study))
+
+
+def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency: int) -> dict[str, Any]:
+    cfg = study.config
+    data = cfg["datasets"][dataset]
+    container = study.site["container"]
+    # Engine options change what is measured; absent, they leave earlier run ids as they were.
+    options = {"engine_options": study.site["engine_options"]} if study.site.get("engine_options") else {}
+    return {
+        **options,
+        "site": study.site_name,
+        "engine": study.site["engine"],
+        "gpus_per_node": study.site["hardware"]["gpus_per_node"],
+        "container_base": container["base_image"] if container else None,
+        # Added only where there is an image: runs without one keep the ids they had.
+        **({"container_image": image_identity(study)} if container else {}),
+        "verl": cfg["software"]["verl"],
+        "model": {k: cfg["model"][k] for k in ("name", "source", "revision")},
+        "dataset": {
+            "name": dataset,
+            "source": data["source"],
+            "revision": data["revision"],
+            "max_prompt_length": data["max_prompt_length"],
+            "max_response_length": data["max_response_length"],
+            "memory": data["memory"],
+        },
+        "algorithm": {k: cfg["algorithm"][k] for k in ("name", "responses_per_prompt", "lr", "steps")},
+        "parallel": cfg["parallel"],
+        "nodes": nodes,
+        "prompts": prompts,
+        "concurrency": concurrency,
+    }
+
+
+def _estimate(study: Study, dataset: str, nodes: int, trajectories: int) -> dict[str, float]:
+    """A deliberately simple model: step time proportional to trajectories per node."""
+    per_trajectory = study.config["datasets"][dataset]["estimate"]["seconds_per_trajectory"]
+    estimate = study.config["estimate"]
+    step_s = per_trajectory * trajectories / nodes
+    # Start-up grows with the node count (image start and model load on every node, Ray joining,
+    # engines initialising): a fixed part plus a part per doubling of nodes.
+    startup_min = estimate["startup_minutes"] + estimate.get("startup_minutes_per_doubling", 0) * math.log2(nodes)
+    runtime_min = startup_min + study.config["algorithm"]["steps"] * step_s / 60
+    limit = max(10, math.ceil(runtime_min * estimate["time_limit_factor"]))
+    longest = study.site["slurm"]["max_walltime_minutes"]
+    if limit > longest:
+        raise ConfigError(
+            f"datasets.{dataset}.estimate.seconds_per_trajectory",
+            per_trajectory,
+            f"the {nodes}-node run of {trajectories} trajectories per step is estimated at {runtime_min:.0f} min, a "
+            f"time limit of {limit} min with estimate.time_limit_factor, over site '{study.site_name}''s "
+            f"longest job of {longest} min (slurm.max_walltime_minutes): run fewer steps, or check the estimate",
+        )
+    return {"step_seconds": round(step_s, 2), "runtime_minutes": round(runtime_min, 2), "time_limit_minutes": limit}
+
+
+def _slurm(study: Study, nodes: int, time_limit: int, account: str | None) -> dict[str, Any]:
+    site = study.site
+    return {
+        "nodes": nodes,
+        "ntasks_per_node": site["slurm"]["ntasks_per_node"],
+        "cpus_per_task": max(1, site["hardware"]["cpus_per_node"] // site["slurm"]["ntasks_per_node"]),
+        "gpus_per_node": site["hardware"]["gpus_per_node"],
+        "mem_mb": site["hardware"]["memory_mb_per_node"],
+        "partition": site["slurm"]["partition"],
+        "time_minutes": time_limit,
+        "account": account,
+    }
+
+
+def make_run(
+    study: Study, dataset: str, nodes: int, prompts: int, one_node_prompts: int, series: str, root: Path
+) -> Run:
+    cfg = study.config
+    n = cfg["algorithm"]["responses_per_prompt"]
+    data = cfg["datasets"][dataset]
+    gpus = study.site["hardware"]["gpus_per_node"]
+    training = cfg["parallel"]["training"]
+    trajectories = prompts * n
+    data_parallel = nodes * gpus // (training["tensor_parallel"] * training["pipeline_parallel"])
+    if trajectories % data_parallel:
+        raise ConfigError(
+            f"datasets.{dataset}",
+            {"nodes": nodes, "prompts": prompts},
+            f"{trajectories} trajectories must split evenly over the {data_parallel} training data-parallel ranks",
+        )
+    concurrency = concurrency_for(study, one_node_prompts)
+    identity = _identity(study, dataset, nodes, prompts, concurrency)
+    run_id = make_run_id(dataset, nodes, prompts, identity)
+    estimate = _estimate(study, dataset, nodes, trajectories)
+    return Run(
+        run_id=run_id,
+        series=[series],
+        dataset=dataset,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        prompts=prompts,
+        responses_per_prompt=n,
+        trajectories=trajectories,
+        max_prompt_length=data["max_prompt_length"],
+        max_response_length=data["max_response_length"],
+        steps=cfg["algorithm"]["steps"],
+        warmup_steps=cfg["algorithm"]["warmup_steps"],
+        concurrency=concurrency,
+        trajectories_per_engine=trajectories / (nodes * engines_per_node(study)),
+        memory=dict(data["memory"]),
+        verl_args=build_verl_args(cfg, study.site, dataset, nodes, prompts, concurrency, run_id, root),
+        slurm=_slurm(study, nodes, int(estimate["time_limit_minutes"]), study.slurm_account()),
+        node_hours=round(nodes * estimate["runtime_minutes"] / 60, 3),
+        estimate=estimate,
+        identity=identity,
+    )
+
+
+def _pending_run(study: Study, dataset: str, nodes: int, factor: int, series: str) -> Run:
+    cfg = study.config
+    data = cfg["datasets"][dataset]
+    return Run(
+        run_id=None,
+        series=[series],
+        dataset=dataset,
+        nodes=nodes,
+        gpus_per_node=study.site["hardware"]["gpus_per_node"],
+        prompts=None,
+        responses_per_prompt=cfg["algorithm"]["responses_per_prompt"],
+        trajectories=None,
+        max_prompt_length=data["max_prompt_length"],
+        max_response_length=data["max_response_length"],
+        steps=cfg["algorithm"]["steps"],
+        warmup_steps=cfg["algorithm"]["warmup_steps"],
+        concurrency=None,
+        trajectories_per_engine=None,
+        memory=dict(data["memory"]),
+        verl_args=None,
+        slurm=None,
+        node_hours=None,
+        estimate=None,
+        identity=None,
+        pending=f"prompts = selection.{dataset} x {factor}; waits for the one-node sweep of {dataset}",
+    )
+
+
+def _add(runs: dict[Any, Run], key: Any, run: Run) -> None:
+    if key in runs:
+        existing = runs[key]
+        for series in run.series:
+            if series not in existing.series:
+                existing.series.append(series)
+    else:
+        runs[key] = run
+
+
+def dataset_runs(study: Study, dataset: str, selected: int | None, root: Path) -> list[Run]:
+    """Every run of one dataset; the scaling runs are pending while `selected` is None."""
+    cfg = study.config
+    scaling = cfg["scaling"]
+    runs: dict[Any, Run] = {}
+    pinned = cfg["selection"].get(dataset)
+    if pinned is None:
+        for prompts in cfg["datasets"][dataset]["sweep"]:
+            run = make_run(study, dataset, 1, prompts, prompts, "sweep", root)
+            _add(runs, run.run_id, run)
+    series_points = [("weak", nodes, nodes) for nodes in scaling["weak_nodes"]]
+    ref = scaling["strong_reference_nodes"]
+    series_points += [("strong", nodes, ref) for nodes in scaling["strong_nodes"]]
+    for series, nodes, factor in series_points:
+        if selected is None:
+            _add(runs, ("pending", nodes, factor), _pending_run(study, dataset, nodes, factor, series))
+        else:
+            run = make_run(study, dataset, nodes, selected * factor, selected, series, root)
+            _add(runs, run.run_id, run)
+    return sorted(runs.values(), key=lambda r: (SERIES_ORDER.index(r.series[0]), r.nodes, r.prompts or 0))
+
+
+def build_plan(study: Study, selection: dict[str, int | None] | None = None, root: Path | None = None) -> list[Run]:
+    """All runs of the study. `selection` holds the sweep's outcome per dataset; pinned values win."""
+    root = (root or Path.cwd()).resolve()
+    selection = selection or {}
+    runs: list[Run] = []
+    for dataset in study.datasets:
+        selected = study.config["selection"].get(dataset) or selection.get(dataset)
+        runs += dataset_runs(study, dataset, selected, root)
+    return runs
+
+
+def find_run(plan: list[Run], run_id: str) -> Run:
+    for run in plan:
+        if run.run_id == run_id:
+            return run
+    known = ", ".join(r.run_id for r in plan if r.run_id)
+    raise ConfigError("run_id", run_id, f"it must be a run of the current plan (known: {known})", "request")

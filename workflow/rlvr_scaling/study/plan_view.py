@@ -1,0 +1,86 @@
+"""A human-readable view of the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlvr_scaling import paths
+from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.execution.storage import results_location
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.plan import Run
+
+
+def plan_table(study: Study, plan: list[Run]) -> str:
+    header = ["run_id", "series", "nodes", "gpus", "prompts", "traj", "traj/engine", "cap", "steps", "time", "node-h"]
+    rows = []
+    for run in plan:
+        rows.append(
+            [
+                run.run_id or "(pending)",
+                "+".join(run.series),
+                str(run.nodes),
+                str(run.nodes * run.gpus_per_node),
+                str(run.prompts) if run.prompts else "sel x ?",
+                str(run.trajectories) if run.trajectories else "-",
+                f"{run.trajectories_per_engine:g}" if run.trajectories_per_engine else "-",
+                str(run.max_response_length),
+                str(run.steps),
+                f"{run.slurm['time_minutes']}m" if run.slurm else "-",
+                f"{run.node_hours:.2f}" if run.node_hours is not None else "-",
+            ]
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = [
+        f"Study {study.config['study']['name']} on site '{study.site_name}': {len(plan)} runs "
+        f"({sum(1 for r in plan if r.run_id is None)} pending the sweep's selection)",
+        "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
+    ]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    known = [r.node_hours for r in plan if r.node_hours is not None]
+    lines.append(f"Estimated total: {sum(known):.1f} node-hours over the runs whose workload is known.")
+    for run in plan:
+        if run.pending:
+            lines.append(f"  pending {run.dataset} {'+'.join(run.series)} n{run.nodes}: {run.pending}")
+    lines += site_replacements(study)
+    return "\n".join(lines) + "\n"
+
+
+def site_note(study: Study) -> str | None:
+    """One line saying that the site changed the user's config, or None."""
+    if not study.site_replaced:
+        return None
+    return (
+        f"site '{study.site_name}' replaced {len(study.site_replaced)} value(s) of your config with its "
+        "study_overrides; `rlvr-scaling plan` lists them"
+    )
+
+
+def site_replacements(study: Study) -> list[str]:
+    """The values of the user's config the site replaced, and how to keep one's own."""
+    if not study.site_replaced:
+        return []
+    width = max(len(r.key) for r in study.site_replaced)
+    lines = [
+        f"Site '{study.site_name}' replaced these values of your config with its study_overrides "
+        "(in its site file, or one it inherits). To keep yours, set them with --set key=value, or "
+        "under `overrides:` in an extra --configfile; those win over the site:",
+    ]
+    lines += [f"  {r.key.ljust(width)}  {r.yours!r} -> {r.site!r}" for r in study.site_replaced]
+    return lines
+
+
+def results_line(study: Study, root: Path) -> str:
+    """Where this study's results are (or will be) written."""
+    link = paths.results_dir(root)
+    try:
+        wanted = results_location(study)
+    except ConfigError as exc:
+        return f"Results: not yet known ({exc.expected})"
+    if wanted is not None:
+        if link.is_dir() and not link.is_symlink() and any(link.iterdir()):
+            return f"Results: {wanted[0]} ({wanted[1]}), but {link.resolve()} holds results: move them there first"
+        return f"Results: {wanted[0]} ({wanted[1]}; {link} links there)"
+    if link.is_symlink():
+        return f"Results: {link.resolve()} ({link} links there)"
+    return f"Results: {link.resolve()}"

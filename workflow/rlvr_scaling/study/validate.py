@@ -1,0 +1,207 @@
+"""Schema and semantic checks of the study: every failure names the key, the value and the rule."""
+
+from __future__ import annotations
+
+import functools
+import math
+import string
+import warnings
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from rlvr_scaling.errors import MISSING, ConfigError
+
+# Placeholders a site may use in container.binds and container.python (expanded by the launcher).
+CONTAINER_PLACEHOLDERS = ("python_prefix", "python_base_prefix", "repo")
+
+
+@functools.lru_cache(maxsize=8)
+def _validator(schema_path: Path) -> jsonschema.protocols.Validator:
+    with open(schema_path) as handle:
+        schema = yaml.safe_load(handle)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    # JSON Schema counts 20.0 as an integer; here it would make a second run id for the same run.
+    strict = jsonschema.validators.extend(
+        cls, type_checker=cls.TYPE_CHECKER.redefine("integer", lambda _checker, value: _is_int(value))
+    )
+    return strict(schema)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _non_finite(document: Any, path: tuple = ()) -> tuple[tuple, float] | None:
+    """The first NaN or infinity in a document, with its path."""
+    if isinstance(document, float) and not math.isfinite(document):
+        return path, document
+    items = (
+        document.items() if isinstance(document, dict) else enumerate(document) if isinstance(document, list) else ()
+    )
+    for key, value in items:
+        found = _non_finite(value, (*path, key))
+        if found:
+            return found
+    return None
+
+
+def _dotted(path: Any) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> tuple[str, Any, str]:
+    key = _dotted(error.absolute_path)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        prefix = f"{key}." if error.absolute_path else ""
+        expected = f"it is not a known key (allowed here: {', '.join(allowed)})" if allowed else "it is not allowed"
+        return f"{prefix}{extra[0]}", error.instance[extra[0]], expected
+    if error.validator == "required":
+        missing = next((name for name in error.validator_value if name not in error.instance), "?")
+        prefix = f"{key}." if error.absolute_path else ""
+        return f"{prefix}{missing}", MISSING, "it is required here"
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        inner = min(error.context, key=lambda e: len(e.message))
+        return key, error.instance, f"it does not match the rule: {inner.message}"
+    description = error.schema.get("description")
+    rule = f"it does not match the rule: {error.message}"
+    if description:
+        rule += f" ({description})"
+    return key, error.instance, rule
+
+
+def check_schema(document: Any, schema_path: Path, source: str = "config", ignore_required: bool = False) -> None:
+    """Raise one ConfigError for the first problem (jsonschema's most relevant), in schema order;
+    `ignore_required`: check the values that are there, not whether all are."""
+    found = _non_finite(document)
+    if found:
+        raise ConfigError(_dotted(found[0]), found[1], "it must be a finite number (not NaN or an infinity)", source)
+    errors = sorted(_validator(schema_path).iter_errors(document), key=jsonschema.exceptions.relevance)
+    if ignore_required:
+        errors = [e for e in errors if e.validator != "required"]
+    if errors:
+        key, value, expected = _describe(errors[0])
+        raise ConfigError(key, value, expected, source)
+
+
+def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
+    """What a schema cannot express: parallel layouts, caps against context, node lists."""
+    gpus = site["hardware"]["gpus_per_node"]
+    rollout = config["parallel"]["rollout"]
+    per_replica = rollout["tensor_parallel"] * rollout["data_parallel"]
+    if gpus % per_replica:
+        raise ConfigError(
+            "parallel.rollout",
+            {"tensor_parallel": rollout["tensor_parallel"], "data_parallel": rollout["data_parallel"]},
+            f"tensor_parallel x data_parallel = {per_replica} must divide the site's {gpus} GPUs per node "
+            "(rollout replicas stay node-local)",
+        )
+    training = config["parallel"]["training"]
+    model_parallel = training["tensor_parallel"] * training["pipeline_parallel"]
+    if gpus % training["tensor_parallel"]:
+        raise ConfigError(
+            "parallel.training.tensor_parallel",
+            training["tensor_parallel"],
+            f"it must divide the site's {gpus} GPUs per node (tensor parallelism stays inside a node)",
+        )
+    context = config["model"]["max_context"]
+    for name, dataset in config["datasets"].items():
+        total = dataset["max_prompt_length"] + dataset["max_response_length"]
+        if total > context:
+            raise ConfigError(
+                f"datasets.{name}.max_response_length",
+                dataset["max_response_length"],
+                f"max_prompt_length + max_response_length = {total} must fit the model's context "
+                f"model.max_context = {context}",
+            )
+        budget = dataset["memory"]["token_budget"]
+        if budget < total:
+            raise ConfigError(
+                f"datasets.{name}.memory.token_budget",
+                budget,
+                f"it must be at least max_prompt_length + max_response_length = {total} "
+                "(one whole trajectory must fit a micro-batch)",
+            )
+    scaling = config["scaling"]
+    if scaling["strong_reference_nodes"] not in scaling["strong_nodes"]:
+        raise ConfigError(
+            "scaling.strong_reference_nodes",
+            scaling["strong_reference_nodes"],
+            f"it must be one of scaling.strong_nodes {scaling['strong_nodes']}",
+        )
+    _check_container(site)
+    max_nodes = site["slurm"]["max_nodes"]
+    for key in ("weak_nodes", "strong_nodes"):
+        for nodes in scaling[key]:
+            if nodes > max_nodes:
+                raise ConfigError(
+                    f"scaling.{key}", nodes, f"site '{site['name']}' allows at most {max_nodes} nodes per job"
+                )
+            if (nodes * gpus) % model_parallel:
+                raise ConfigError(
+                    f"scaling.{key}",
+                    nodes,
+                    f"{nodes} nodes x {gpus} GPUs must be a multiple of training tensor x pipeline "
+                    f"parallel = {model_parallel}",
+                )
+    algorithm = config["algorithm"]
+    if algorithm["warmup_steps"] >= algorithm["steps"]:
+        raise ConfigError(
+            "algorithm.warmup_steps",
+            algorithm["warmup_steps"],
+            f"it must be smaller than algorithm.steps = {algorithm['steps']} (some steps must be measured)",
+        )
+    for name in config.get("only_datasets") or []:
+        if name not in config["datasets"]:
+            raise ConfigError("only_datasets", name, f"it must name a dataset ({', '.join(config['datasets'])})")
+    for name, prompts in config["selection"].items():
+        if name not in config["datasets"]:
+            raise ConfigError(f"selection.{name}", prompts, f"it must name a dataset ({', '.join(config['datasets'])})")
+        if prompts is None:
+            continue
+        if prompts < 1:
+            raise ConfigError(f"selection.{name}", prompts, "a pinned selection must be a positive prompt count")
+        if prompts not in config["datasets"][name]["sweep"]:
+            warnings.warn(
+                f"selection.{name} = {prompts} is not in the sweep grid {config['datasets'][name]['sweep']}; "
+                "using it as pinned",
+                stacklevel=2,
+            )
+
+
+def _check_container(site: dict[str, Any]) -> None:
+    container = site.get("container") or {}
+    if container:
+        suffix = ".sh.in" if container.get("build") == "venv-squashfs" else ".def.in"
+        if not container["definition"].endswith(suffix):
+            raise ConfigError(
+                "container.definition",
+                container["definition"],
+                f"a {suffix} template for container.build {container.get('build', 'definition')!r} "
+                f"(containers/verl-venv{'-squashfs.sh.in' if suffix == '.sh.in' else '.def.in'})",
+                f"site '{site['name']}'",
+            )
+    templates = [("binds", bind) for bind in container.get("binds", [])]
+    templates += [("exec_args", option) for option in container.get("exec_args", [])]
+    if "python" in container:
+        templates.append(("python", container["python"]))
+    for key, template in templates:
+        try:
+            fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+        except ValueError as exc:
+            raise ConfigError(
+                f"container.{key}", template, f"it must be a valid template ({exc})", f"site '{site['name']}'"
+            ) from exc
+        unknown = fields - set(CONTAINER_PLACEHOLDERS)
+        if unknown:
+            raise ConfigError(
+                f"container.{key}",
+                template,
+                f"its placeholders must be among {', '.join('{' + n + '}' for n in CONTAINER_PLACEHOLDERS)}",
+                f"site '{site['name']}'",
+            )

@@ -1,0 +1,140 @@
+"""The Hydra overrides given to `python -m verl.trainer.main_ppo` (verl 0.9.1) for one run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+
+# The local engine's settings, each the fix for an obstacle of verl on CPU (../shared/notes/verl-cpu.md).
+CPU_ENGINE_ARGS = [
+    "trainer.device=cpu",
+    "actor_rollout_ref.actor.strategy=fsdp2",
+    "actor_rollout_ref.model.use_remove_padding=False",
+    "actor_rollout_ref.actor.use_torch_compile=False",
+    "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    "actor_rollout_ref.rollout.agent.num_workers=1",
+    "reward.num_workers=1",
+    "data.dataloader_num_workers=0",
+    "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    f"trainer.v1.sampler.custom_sampler.path={paths.PACKAGE_DIR / 'engines' / 'cpu' / 'replay.py'}",
+    "trainer.v1.sampler.custom_sampler.name=FastPollReplayBuffer",
+]
+# Set in every process verl starts (the trainer passes its environment on to Ray).
+# Logical CPUs per node for Ray: TransferQueue and the agent loop need more slots than 2 real cores.
+CPU_ENGINE_RAY_CPUS = 16
+CPU_ENGINE_ENV = {
+    "VERL_USE_EXTERNAL_MODULES": "rlvr_scaling.engines.cpu",
+    "VERL_PLATFORM": "cpu",
+    "VERL_ENGINE_DEVICE": "cuda",
+    # Ray prestarts idle Python workers that verl never uses (about 45 MiB each).
+    "RAY_enable_worker_prestart": "0",
+    "RAY_prestart_worker_first_driver": "0",
+    # TransferQueue sets torch to 8 threads around every put and get, warns ~150 times a step that
+    # 2 cores cannot give 8, and makes those threads compete with the run's other processes: one
+    # thread, as OMP_NUM_THREADS gives every other process of a local run.
+    "TQ_NUM_THREADS": "1",
+    # As `ray start --disable-usage-stats` on Slurm sites: no usage reports from a private instance.
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def _flag(value: bool) -> str:
+    return "True" if value else "False"
+
+
+def build_verl_args(
+    study_config: dict[str, Any],
+    site: dict[str, Any],
+    dataset: str,
+    nodes: int,
+    prompts: int,
+    concurrency: int,
+    experiment_name: str,
+    root: Path,
+) -> list[str]:
+    algorithm = study_config["algorithm"]
+    data = study_config["datasets"][dataset]
+    rollout = study_config["parallel"]["rollout"]
+    training = study_config["parallel"]["training"]
+    memory = data["memory"]
+    gpus = site["hardware"]["gpus_per_node"]
+    model_len = data["max_prompt_length"] + data["max_response_length"]
+    data_dir = paths.dataset_dir(root, site["name"], dataset)
+    args = [
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=False",
+        f"data.train_files={data_dir / 'train.parquet'}",
+        f"data.val_files={data_dir / 'val.parquet'}",
+        f"data.train_batch_size={prompts}",
+        f"data.max_prompt_length={data['max_prompt_length']}",
+        f"data.max_response_length={data['max_response_length']}",
+        "data.filter_overlong_prompts=True",
+        "data.truncation=error",
+        f"actor_rollout_ref.model.path={paths.model_dir(root, site['name'])}",
+        f"actor_rollout_ref.actor.optim.lr={float(algorithm['lr'])}",
+        # One optimiser step per RL step: the whole batch is one mini-batch.
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
+        "actor_rollout_ref.actor.use_kl_loss=False",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={memory['token_budget']}",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={memory['token_budget']}",
+        f"actor_rollout_ref.rollout.name={rollout['engine']}",
+        f"actor_rollout_ref.rollout.n={algorithm['responses_per_prompt']}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout['tensor_parallel']}",
+        f"actor_rollout_ref.rollout.data_parallel_size={rollout['data_parallel']}",
+        "actor_rollout_ref.rollout.gpu_memory_utilization="
+        f"{memory.get('gpu_memory_utilization', rollout['gpu_memory_utilization'])}",
+        f"actor_rollout_ref.rollout.max_num_seqs={concurrency}",
+        f"actor_rollout_ref.rollout.max_model_len={model_len}",
+        f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, model_len)}",
+        f"trainer.nnodes={nodes}",
+        f"trainer.n_gpus_per_node={gpus}",
+        f"trainer.total_training_steps={algorithm['steps']}",
+        # Each epoch holds at least one step, so this many epochs never stops a run early.
+        f"trainer.total_epochs={algorithm['steps']}",
+        "trainer.save_freq=-1",
+        "trainer.test_freq=-1",
+        "trainer.val_before_train=False",
+        "trainer.resume_mode=disable",
+        "trainer.critic_warmup=0",
+        "trainer.logger=[console,file]",
+        f"trainer.project_name={study_config['study']['name']}",
+        f"trainer.experiment_name={experiment_name}",
+    ]
+    if training["engine"] == "megatron":
+        megatron = "actor_rollout_ref.actor.megatron"
+        args += [
+            "model_engine=megatron",
+            f"{megatron}.tensor_model_parallel_size={training['tensor_parallel']}",
+            f"{megatron}.pipeline_model_parallel_size={training['pipeline_parallel']}",
+            f"{megatron}.param_offload={_flag(memory['offload'])}",
+            f"{megatron}.optimizer_offload={_flag(memory['offload'])}",
+        ]
+        if memory["recompute"]:
+            args += [
+                f"{megatron}.override_transformer_config.recompute_granularity=full",
+                f"{megatron}.override_transformer_config.recompute_method=uniform",
+                f"{megatron}.override_transformer_config.recompute_num_layers=1",
+            ]
+    else:
+        fsdp = "actor_rollout_ref.actor.fsdp_config"
+        args += [
+            f"actor_rollout_ref.model.enable_gradient_checkpointing={_flag(memory['recompute'])}",
+            f"{fsdp}.param_offload={_flag(memory['offload'])}",
+            f"{fsdp}.optimizer_offload={_flag(memory['offload'])}",
+        ]
+    eager = site.get("engine_options", {}).get("rollout_enforce_eager")
+    if eager is not None:
+        args.append(f"actor_rollout_ref.rollout.enforce_eager={_flag(eager)}")
+    if site["engine"] == "verl-cpu":
+        args += CPU_ENGINE_ARGS
+        if site["launch"]["kind"] == "local":
+            # verl starts Ray itself; with the Slurm launcher these are flags of `ray start` instead.
+            args += [
+                f"+ray_kwargs.ray_init.num_cpus={CPU_ENGINE_RAY_CPUS}",
+                f"+ray_kwargs.ray_init.num_gpus={nodes * gpus}",
+            ]
+    return args
