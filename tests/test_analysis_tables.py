@@ -1,6 +1,6 @@
 """The analysis tables, cell by cell, against figures this test computes from the per-step numbers it wrote.
 
-The expected values use only the study's definitions (../shared/notes/study.md) and the statistics
+The expected values use only the study's definitions (docs/study.md) and the statistics
 module: mean and sample std (ddof=1) of steps 2..20, throughput per GPU = tokens / (step time x GPUs),
 weak efficiency = thr_N / thr_1, strong speedup = t_ref / t_N, ideal = N / ref. Nothing from
 rlvr_scaling.analysis.stats, .scaling or .tables is used to compute them.

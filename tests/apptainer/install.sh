@@ -3,7 +3,7 @@
 #   tests/apptainer/install.sh [PREFIX]      (root; default prefix /opt/rlvr-apptainer)
 # Debian 12 has no apptainer package: take 1.4.x from sid and a glibc >= 2.38 from trixie into a private
 # prefix, point the binaries at that glibc, and leave the system libc alone. Facts and the sandbox's
-# obstacles: ../shared/notes/apptainer-ci.md.
+# obstacles: docs/test-cluster.md.
 set -euo pipefail
 
 PREFIX=${1:-/opt/rlvr-apptainer}

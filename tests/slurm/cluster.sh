@@ -2,7 +2,7 @@
 # A real Slurm cluster on this one machine, for tests: 4 nodes x 8 fake GPUs on 127.0.0.1,
 # partitions named like LUMI's, slurmdbd accounting on MariaDB, munge authentication.
 #   tests/slurm/cluster.sh install | start | stop | status
-# Root only (it writes /etc/slurm and starts daemons). Facts: ../shared/notes/slurm-ci.md.
+# Root only (it writes /etc/slurm and starts daemons). Facts: docs/test-cluster.md.
 set -euo pipefail
 
 STATE=${RLVR_SLURM_STATE:-/var/lib/rlvr-slurm}

@@ -1,4 +1,4 @@
-"""The study's scaling relations, written once (../shared/notes/study.md).
+"""The study's scaling relations, written once (docs/study.md).
 
 Weak-scaling efficiency(N) = throughput per GPU at N nodes / throughput per GPU at 1 node.
 Strong-scaling speedup(N) = step time at the reference nodes / step time at N nodes; ideal = N / ref;

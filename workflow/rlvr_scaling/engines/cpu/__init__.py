@@ -2,7 +2,8 @@
 
 verl imports the modules named in VERL_USE_EXTERNAL_MODULES in every process it starts (driver,
 TaskRunner, workers, rollout servers). Importing this package there registers a `cpu` platform, an
-`hf` rollout (transformers generate in a Ray actor) and two shims for hard-coded CUDA assumptions.
+`hf` rollout (transformers generate in a Ray actor) and a shim for a hard-coded CUDA assumption
+(shims.py).
 No verl source file is edited; everything here is tied to verl==0.9.1 and re-validated by the local
 study whenever verl is upgraded.
 """

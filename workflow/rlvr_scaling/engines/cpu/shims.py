@@ -1,4 +1,4 @@
-"""Shims for CUDA assumptions hard-coded in verl 0.9.1 (see ../shared/notes/verl-cpu.md)."""
+"""Shims for CUDA assumptions hard-coded in verl 0.9.1 (see docs/cpu-engine.md)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,6 @@ def _patch_init_process_group() -> None:
 
 
 def install() -> None:
-    # The reference model's pinned CPUOffloadPolicy (the notes' second shim) only matters with a KL
+    # The reference model's pinned CPUOffloadPolicy (a second shim verl on CPU would need) only matters with a KL
     # term; the study runs without one (no reference model is built), so it is not patched.
     _patch_init_process_group()
