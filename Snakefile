@@ -21,10 +21,18 @@ include: "rules/analysis.smk"
 include: "rules/bundle.smk"
 
 
+# The config the CLI steps read (rules/common.smk): written as the jobs start, not while the rules
+# are read, so that a dry run writes nothing.
+onstart:
+    write_effective_config(STUDY_CONFIG)
+
+
 # Cheap steps run where Snakemake runs (a login node on LUMI); only runs and image builds are
 # Slurm jobs.
 localrules:
     all,
+    preflight_definition,
+    container_recipe,
     dataset,
     model,
     summary,

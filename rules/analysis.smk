@@ -8,8 +8,6 @@ rule summary:
         "results/summaries/{run_id}.json",
     log:
         "results/logs/summaries/{run_id}.log",
-    conda:
-        ENV
     params:
         cli=CLI,
     shell:
@@ -28,8 +26,6 @@ rule index:
         "results/index/{dataset}.json",
     log:
         "results/logs/index/{dataset}.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,
@@ -53,11 +49,12 @@ rule tables:
         ),
     log:
         "results/logs/tables.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,
+        # For the caption in Snakemake's report.
+        warmup_steps=STUDY.config["algorithm"]["warmup_steps"],
+        reference_nodes=STUDY.config["scaling"]["strong_reference_nodes"],
     shell:
         "{params.cli} tables {params.study} --output {output} {input} > {log} 2>&1"
 
@@ -74,10 +71,11 @@ rule figures:
         ),
     log:
         "results/logs/figures.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,
+        # For the caption in Snakemake's report.
+        warmup_steps=STUDY.config["algorithm"]["warmup_steps"],
+        reference_nodes=STUDY.config["scaling"]["strong_reference_nodes"],
     shell:
         "{params.cli} figures {params.study} --output {output} {input} > {log} 2>&1"

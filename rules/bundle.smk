@@ -14,8 +14,6 @@ rule report:
         ),
     log:
         "results/logs/report.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,
@@ -34,8 +32,6 @@ rule bundle:
         BUNDLE,
     log:
         "results/logs/bundle.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,

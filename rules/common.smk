@@ -7,9 +7,10 @@ from rlvr_scaling.snakemake_api import (
     Lookup,
     load_or_exit,
     results_root_or_exit,
-    write_container_recipe,
+    container_files,
+    effective_config_path,
+    preflight_definition_path,
     write_effective_config,
-    write_preflight_definition,
 )
 
 # --config values inside a mapping arrive as strings; read them as --set would.
@@ -18,19 +19,20 @@ STUDY = load_or_exit(STUDY_CONFIG)
 PLAN = Lookup(STUDY)
 SITE = STUDY.site_name
 DATASETS = STUDY.datasets
-# results/ may be a link to the site's storage (storage.results): made before anything is written.
+# results/ may be a link to the site's storage (storage.results). The one thing done while the rules
+# are read: Snakemake reads results/ to build its plan, so the link must be there before (made once;
+# every other file is made by a rule, or by `onstart` in the Snakefile).
 RESULTS_ROOT = results_root_or_exit(STUDY)
 # The CLI steps read exactly the config this invocation validated (including --config overrides),
 # through the same interpreter as Snakemake's: jobs need no activated environment.
-STUDY_FILE = write_effective_config(STUDY_CONFIG)
+STUDY_FILE = effective_config_path(STUDY_CONFIG)
 CLI = f"{shlex.quote(sys.executable)} -m rlvr_scaling"
 STUDY_ARGS = f"--config {STUDY_FILE}"
-ENV = "../envs/workflow.yaml"
 MODEL_DIR = f"results/models/{SITE}"
 BUNDLE = f"results/bundle/{STUDY.config['study']['name']}-{SITE}.tar.gz"
 PREFLIGHT = f"results/preflight/{SITE}.json"
-PREFLIGHT_DEFINITION = write_preflight_definition(STUDY)
-CONTAINER = write_container_recipe(STUDY)
+PREFLIGHT_DEFINITION = preflight_definition_path(STUDY)
+CONTAINER = container_files(STUDY)
 
 
 wildcard_constraints:

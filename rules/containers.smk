@@ -1,7 +1,19 @@
 # The site's container: verl added on top of the site's base image (LUMI: an AI Factory image), as a
 # derived image or as a venv packed into SquashFS (container.build). The recipe (definition or build
-# script) is rendered while the rules are read and rewritten only when it changes. The local site
-# runs without one.
+# script) is named by its content: a changed recipe is a new file, and the image is rebuilt from it.
+# The local site runs without one.
+
+
+rule container_recipe:
+    output:
+        CONTAINER.get("recipe", "results/containers/none/recipe"),
+    log:
+        f"results/logs/containers/{SITE}-recipe.log",
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
+    shell:
+        "{params.cli} container-definition {params.study} --output {output} > {log} 2>&1"
 
 
 rule container_image:
@@ -12,8 +24,6 @@ rule container_image:
         record=CONTAINER.get("record", "results/containers/none/verl.json"),
     log:
         f"results/logs/containers/{SITE}-build.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,

@@ -6,8 +6,6 @@ rule dataset:
         dataset_files("{dataset}"),
     log:
         f"results/logs/data/{SITE}-{{dataset}}.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,

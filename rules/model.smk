@@ -6,8 +6,6 @@ rule model:
         directory(MODEL_DIR),
     log:
         f"results/logs/model-{SITE}.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,

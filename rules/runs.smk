@@ -1,6 +1,18 @@
 # One job per run of the plan; the sweep's selection (a checkpoint) decides the scaling runs.
 
 
+rule preflight_definition:
+    output:
+        PREFLIGHT_DEFINITION,
+    log:
+        f"results/logs/preflight/{SITE}-definition.log",
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
+    shell:
+        "{params.cli} preflight-definition {params.study} --output {output} > {log} 2>&1"
+
+
 rule preflight:
     input:
         definition=PREFLIGHT_DEFINITION,
@@ -11,18 +23,9 @@ rule preflight:
         "results/preflight/{site}.json",
     log:
         "results/logs/preflight/{site}.log",
-    conda:
-        ENV
     threads: STUDY.site["hardware"]["cpus_per_node"]
     resources:
-        nodes=PLAN.preflight_resources("nodes"),
-        tasks_per_node=PLAN.preflight_resources("tasks_per_node"),
-        cpus_per_task=PLAN.preflight_resources("cpus_per_task"),
-        mem_mb=PLAN.preflight_resources("mem_mb"),
-        runtime=PLAN.preflight_resources("runtime"),
-        slurm_partition=PLAN.preflight_resources("slurm_partition"),
-        slurm_account=PLAN.preflight_resources("slurm_account"),
-        slurm_extra=PLAN.preflight_resources("slurm_extra"),
+        **PLAN.preflight_resources(),
         mpi="srun",
     params:
         cli=CLI,
@@ -42,19 +45,10 @@ rule run:
         directory("results/runs/{run_id}"),
     log:
         "results/logs/runs/{run_id}.log",
-    conda:
-        ENV
     # A whole node per run: on the local site this keeps runs from sharing the cores they measure.
     threads: STUDY.site["hardware"]["cpus_per_node"]
     resources:
-        nodes=PLAN.resources("nodes"),
-        tasks_per_node=PLAN.resources("tasks_per_node"),
-        cpus_per_task=PLAN.resources("cpus_per_task"),
-        mem_mb=PLAN.resources("mem_mb"),
-        runtime=PLAN.resources("runtime"),
-        slurm_partition=PLAN.resources("slurm_partition"),
-        slurm_account=PLAN.resources("slurm_account"),
-        slurm_extra=PLAN.resources("slurm_extra"),
+        **PLAN.run_resources(),
         mpi="srun",
     params:
         cli=CLI,
@@ -72,8 +66,6 @@ checkpoint selection:
         "results/selection/{dataset}.json",
     log:
         "results/logs/selection/{dataset}.log",
-    conda:
-        ENV
     params:
         cli=CLI,
         study=STUDY_ARGS,

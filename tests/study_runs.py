@@ -1,6 +1,6 @@
 """Study-shaped run directories (LUMI, published selection) written and read back through the real code.
 
-spec.json comes from `launch.spec_document`, the selection and the indexes from the CLI's `select` and
+spec.json comes from `run_records.spec_document`, the selection and the indexes from the CLI's `select` and
 `index`, every summary from `summarize` on the run directory: only the per-step numbers are made up
 here, and they are kept (`FabricatedRun.steps`) so tests can compute the expected tables on their own.
 """
@@ -18,13 +18,13 @@ from typing import Any
 
 from rlvr_scaling import cli, paths
 from rlvr_scaling.analysis.results_io import StudyResults, load_results
-from rlvr_scaling.execution.launch import spec_document
 from rlvr_scaling.execution.outcome import memory_evidence
 from rlvr_scaling.execution.provenance import host_facts, package_versions
 from rlvr_scaling.execution.run_environment import environment_templates
+from rlvr_scaling.execution.run_records import spec_document
 from rlvr_scaling.inputs.container import exec_prefix
 from rlvr_scaling.study.config import Study, load_study, read_yaml
-from rlvr_scaling.study.plan import Run, build_plan
+from rlvr_scaling.study.plan import Run, build_plan, known_runs
 
 PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.yaml")["selection"]
 # GSM8K stays unpinned so that its sweep is in the plan and the selection is made from it; DAPO is
@@ -34,7 +34,7 @@ SITE = "lumi"
 
 PHASE_KEYS = ("gen", "old_log_prob", "update_actor", "update_weights")
 # Mean seconds per measured step of (gen, old_log_prob, update_actor, update_weights, rest), keyed by
-# (dataset, nodes, prompts), shaped like the published series (../shared/notes/study.md): GSM8K weak
+# (dataset, nodes, prompts), shaped like the published series (docs/study.md): GSM8K weak
 # 192 -> 247.6 s, strong 4 -> 16 nodes 204 -> 72 s; DAPO weak 300 -> 312.3 s, strong 309 -> 165 s.
 PROFILES: dict[tuple[str, int, int], tuple[float, float, float, float, float]] = {
     # GSM8K sweep on one node (100 prompts is the 1-node weak run below); 200 prompts runs out of memory
@@ -172,7 +172,6 @@ def fabricate_steps(study: Study, run: Run, jitter: float) -> list[dict[str, Any
 def _job(study: Study, run: Run, root: Path, status: str, exit_status: int) -> dict[str, Any]:
     """job.json with the keys launch.launch writes for a Slurm (ray-srun) run."""
     container = exec_prefix(study, root)
-    assert run.run_id is not None
     nodes = [f"nid{5000 + i:06d}" for i in range(run.nodes)]
     return {
         "run_id": run.run_id,
@@ -203,7 +202,6 @@ def run_cli(argv: list[str]) -> None:
 
 
 def write_run(study: Study, run: Run, root: Path, jitter: float) -> FabricatedRun:
-    assert run.run_id is not None
     run_dir = paths.run_dir(root, run.run_id)
     run_dir.mkdir(parents=True)
     (run_dir / "spec.json").write_text(json.dumps(spec_document(study, run), indent=1, default=str) + "\n")
@@ -236,9 +234,8 @@ def fabricate_study(root: Path, jitter: float = 0.03, sets: Sequence[str] = ()) 
     sets = [*STUDY_SETS, *sets]
     study = load_study(paths.DEFAULT_CONFIG, sets=sets, site=SITE)
     runs: dict[str, FabricatedRun] = {}
-    for run in build_plan(study, root=root):
-        if run.run_id is not None:
-            runs[run.run_id] = write_run(study, run, root, jitter)
+    for run in known_runs(build_plan(study, root=root)):
+        runs[run.run_id] = write_run(study, run, root, jitter)
 
     selections: dict[str, dict[str, Any]] = {}
     chosen: dict[str, int] = {}
@@ -254,7 +251,7 @@ def fabricate_study(root: Path, jitter: float = 0.03, sets: Sequence[str] = ()) 
 
     plan = build_plan(study, selection=chosen, root=root)
     for run in plan:
-        assert run.run_id is not None
+        assert isinstance(run, Run)
         if run.run_id in runs:
             # the selected sweep point is also the 1-node weak run
             runs[run.run_id].run = run
@@ -277,5 +274,5 @@ def fabricate_study(root: Path, jitter: float = 0.03, sets: Sequence[str] = ()) 
         runs=runs,
         selections=selections,
         index_paths=index_paths,
-        results=load_results(index_paths),
+        results=load_results(index_paths, root),
     )

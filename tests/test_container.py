@@ -144,10 +144,10 @@ def test_an_index_refuses_runs_measured_on_two_images(tmp_path: Path) -> None:
         path.write_text(json.dumps({**summary, "provenance": {"container": container}}))
         summaries.append(path)
     with pytest.raises(StudyError) as caught:
-        write_index("gsm8k", summaries, {}, None, tmp_path / "index.json")
+        write_index("gsm8k", summaries, {}, None, tmp_path / "index.json", tmp_path)
     assert "2 different engine images" in str(caught.value) and "gsm8k-n2-p2-b" in str(caught.value)
     assert not (tmp_path / "index.json").exists()
-    write_index("gsm8k", [summaries[0], summaries[2]], {}, None, tmp_path / "index.json")
+    write_index("gsm8k", [summaries[0], summaries[2]], {}, None, tmp_path / "index.json", tmp_path)
     assert json.loads((tmp_path / "index.json").read_text())["image_sha256"] == "a" * 64
 
 

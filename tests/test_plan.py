@@ -11,7 +11,7 @@ import pytest
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.study.config import load_study
-from rlvr_scaling.study.plan import build_plan
+from rlvr_scaling.study.plan import PendingRun, Run, build_plan, known_runs
 
 from .conftest import PYTHON, REPO
 
@@ -25,9 +25,9 @@ def lumi_plan(sets: list[str] = ()) -> list:
 def test_before_the_sweep_scaling_runs_are_pending() -> None:
     plan = lumi_plan()
     sweep = [r for r in plan if r.series == ["sweep"]]
-    pending = [r for r in plan if r.run_id is None]
-    assert len(sweep) == 9
-    assert all(r.prompts is None and r.pending for r in pending)
+    pending = [r for r in plan if isinstance(r, PendingRun)]
+    assert len(sweep) == 9 and all(isinstance(r, Run) for r in sweep)
+    assert all(r.pending and r.to_dict()["prompts"] is None and r.to_dict()["run_id"] is None for r in pending)
     # weak 1,2,4,8,16 and strong 1,2,8,16 (the 4-node strong run is the 4-node weak run) per dataset
     assert len(pending) == 18
     four = [r for r in pending if r.nodes == 4 and r.dataset == "gsm8k"]
@@ -36,7 +36,7 @@ def test_before_the_sweep_scaling_runs_are_pending() -> None:
 
 def test_pinned_selection_gives_the_published_workloads() -> None:
     plan = lumi_plan(PUBLISHED)
-    assert all(r.run_id for r in plan)
+    assert all(isinstance(r, Run) for r in plan)
     weak = {(r.dataset, r.nodes): r for r in plan if "weak" in r.series}
     strong = {(r.dataset, r.nodes): r for r in plan if "strong" in r.series}
     assert [weak["gsm8k", n].trajectories for n in (1, 2, 4, 8, 16)] == [800, 1600, 3200, 6400, 12800]
@@ -54,7 +54,7 @@ def test_pinned_selection_gives_the_published_workloads() -> None:
 
 def test_selected_sweep_point_is_the_one_node_weak_run() -> None:
     study = load_study(site="lumi")
-    sweep = {r.prompts: r.run_id for r in build_plan(study, root=Path("/s")) if r.dataset == "gsm8k"}
+    sweep = {r.prompts: r.run_id for r in known_runs(build_plan(study, root=Path("/s"))) if r.dataset == "gsm8k"}
     selected = build_plan(study, selection={"gsm8k": 100}, root=Path("/s"))
     one = next(r for r in selected if r.dataset == "gsm8k" and r.nodes == 1 and "weak" in r.series)
     assert one.run_id == sweep[100]
@@ -80,10 +80,10 @@ def test_verl_arguments_and_slurm_resources() -> None:
     assert args["actor_rollout_ref.actor.megatron.param_offload"] == "True"
     assert args["actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity"] == "full"
     assert args["data.train_files"] == "/study/results/data/lumi/dapo_math/train.parquet"
-    assert run.slurm["nodes"] == 16 and run.slurm["gpus_per_node"] == 8
-    assert run.slurm["partition"] == "standard-g" and run.slurm["ntasks_per_node"] == 2
-    assert run.slurm["cpus_per_task"] == 28
-    assert run.slurm["time_minutes"] >= 15 and run.node_hours > 0
+    assert run.resources["nodes"] == 16 and run.resources["slurm_extra"] == "--gpus-per-node=8"
+    assert run.resources["slurm_partition"] == "standard-g" and run.resources["tasks_per_node"] == 2
+    assert run.resources["cpus_per_task"] == 28
+    assert run.resources["runtime"] >= 15 and run.node_hours > 0
 
 
 def test_cli_plan_json(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_cli_plan_json(tmp_path: Path) -> None:
         "max_response_length",
         "steps",
         "verl_args",
-        "slurm",
+        "resources",
         "node_hours",
     }
     assert all(required <= set(entry) for entry in plan)
@@ -151,7 +151,8 @@ def test_start_up_grows_with_the_node_count_in_the_time_limit() -> None:
 
 
 def _run_ids(study) -> set[str]:
-    return {r.run_id for r in build_plan(study, selection={"gsm8k": 100, "dapo_math": 10}, root=Path("/s")) if r.run_id}
+    plan = build_plan(study, selection={"gsm8k": 100, "dapo_math": 10}, root=Path("/s"))
+    return {r.run_id for r in known_runs(plan)}
 
 
 def test_run_ids_name_what_the_engine_image_is_made_of(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -180,5 +181,5 @@ def test_run_ids_name_what_the_engine_image_is_made_of(monkeypatch: pytest.Monke
 
 
 def test_a_site_without_an_image_has_no_image_in_its_run_identity() -> None:
-    run = next(r for r in build_plan(load_study(site="local"), root=Path("/s")) if r.run_id)
+    run = known_runs(build_plan(load_study(site="local"), root=Path("/s")))[0]
     assert run.identity["container_base"] is None and "container_image" not in run.identity

@@ -50,9 +50,10 @@ def test_it_plans_and_dry_runs_the_lumi_study(workdir: Path) -> None:
     # LUMI keeps results on /scratch/<account>/ (storage.results); here, beside the workdir.
     scratch = {"RLVR_RESULTS_ROOT": str(workdir.parent / f"{workdir.name}-scratch")}
     output = light(snakemake, "--profile", "lumi", "-n", cwd=workdir, env={**ACCOUNT, **scratch}).stdout
-    # The preflight's login-node part (its definition stamp) is written while Snakemake parses.
     assert "preflight" in output and "container_image" in output and "run" in output
-    assert (workdir / "results" / "preflight" / "lumi.defines.json").exists()
+    # A dry run writes nothing but the link to the results' storage (and its mark of this clone).
+    assert (workdir / "results").resolve() == Path(scratch["RLVR_RESULTS_ROOT"]).resolve()
+    assert [p.name for p in (workdir / "results").iterdir()] == [".clone"]
 
 
 def test_it_analyses_and_reports_a_completed_study(tmp_path: Path) -> None:

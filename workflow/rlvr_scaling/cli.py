@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import StudyError
@@ -123,17 +124,17 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _results(paths_: list[str]):
+def _results(args: argparse.Namespace):
     from rlvr_scaling.analysis.results_io import load_results
 
-    return load_results([Path(p) for p in paths_])
+    return load_results([Path(p) for p in args.indexes], Path(args.root))
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.tables import write_tables
 
     study = _load(args)
-    written = write_tables(_results(args.indexes), study.config["scaling"]["strong_reference_nodes"], Path(args.output))
+    written = write_tables(_results(args), study.config["scaling"]["strong_reference_nodes"], Path(args.output))
     print(f"{len(written)} table files in {args.output}")
     return 0
 
@@ -143,7 +144,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
 
     study = _load(args)
     reference = study.config["scaling"]["strong_reference_nodes"]
-    written = write_figures(_results(args.indexes), reference, Path(args.output))
+    written = write_figures(_results(args), reference, Path(args.output))
     print(f"{len(written)} figure files in {args.output}")
     return 0
 
@@ -152,7 +153,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rlvr_scaling.publish.report import render_report
 
     study = _load(args)
-    render_report(study.config, _results(args.indexes), Path(args.tables), Path(args.figures), Path(args.output))
+    render_report(study.config, _results(args), Path(args.tables), Path(args.figures), Path(args.output))
     print(f"report: {args.output}")
     return 0
 
@@ -163,7 +164,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     study = _load(args)
     indexes = [Path(p) for p in args.indexes]
     parts = (Path(args.report), Path(args.tables), Path(args.figures))
-    count = write_bundle(Path(args.output), *parts, _results(args.indexes), indexes, study.config)
+    count = write_bundle(Path(args.root), Path(args.output), *parts, _results(args), indexes, study.config)
     print(f"bundle {args.output}: {count} files")
     return 0
 
@@ -173,6 +174,13 @@ def cmd_container_definition(args: argparse.Namespace) -> int:
 
     write_text_atomically(Path(args.output), render_definition(_load(args)))
     print(f"container definition: {args.output}")
+    return 0
+
+
+def cmd_preflight_definition(args: argparse.Namespace) -> int:
+    from rlvr_scaling.execution.preflight import preflight_defines
+
+    write_text_atomically(Path(args.output), preflight_defines(_load(args)))
     return 0
 
 
@@ -206,32 +214,47 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return 1
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlvr-scaling", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    plan = sub.add_parser("plan", help="print every run of the study")
-    _study_args(plan)
-    plan.add_argument("--json", action="store_true", help="print the plan as a JSON list")
-    plan.set_defaults(func=cmd_plan)
+def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], text: str, study: bool = True) -> Any:
+    command = sub.add_parser(name, help=text)
+    if study:
+        _study_args(command)
+    command.set_defaults(func=func)
+    return command
 
-    data = sub.add_parser("data", help="prepare one dataset in verl's schema, with a manifest")
-    _study_args(data)
+
+def _add_stage_commands(sub: Any) -> None:
+    plan = _command(sub, "plan", cmd_plan, "print every run of the study")
+    plan.add_argument("--json", action="store_true", help="print the plan as a JSON list")
+    data = _command(sub, "data", cmd_data, "prepare one dataset in verl's schema, with a manifest")
     data.add_argument("--dataset", required=True)
     data.add_argument("--output", required=True, help="directory for train.parquet, val.parquet, manifest.json")
-    data.set_defaults(func=cmd_data)
-
-    model = sub.add_parser("model", help="download the study's model, or build the tiny local one")
-    _study_args(model)
+    model = _command(sub, "model", cmd_model, "download the study's model, or build the tiny local one")
     model.add_argument("--output", required=True)
-    model.set_defaults(func=cmd_model)
-
-    launch = sub.add_parser("launch", help="run one run of the plan into results/runs/<run_id>")
-    _study_args(launch)
+    definition = _command(
+        sub, "container-definition", cmd_container_definition, "render the image recipe (definition or SquashFS script)"
+    )
+    definition.add_argument("--output", required=True)
+    build = _command(
+        sub, "container-build", cmd_container_build, "build the site's image and record its digests and packages"
+    )
+    build.add_argument("--definition", required=True)
+    build.add_argument("--image", required=True)
+    build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
+    defines = _command(
+        sub, "preflight-definition", cmd_preflight_definition, "write what the preflight checks (study and site)"
+    )
+    defines.add_argument("--output", required=True)
+    preflight = _command(sub, "preflight", cmd_preflight, "check the engine stack on the site before any run")
+    preflight.add_argument("--output", required=True, help="results/preflight/<site>.json")
+    launch = _command(sub, "launch", cmd_launch, "run one run of the plan into results/runs/<run_id>")
     launch.add_argument("run_id")
     launch.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
-    launch.set_defaults(func=cmd_launch)
 
-    metrics = sub.add_parser("metrics", help="per-step metrics and their summary from a JSONL or console log")
+
+def _add_analysis_commands(sub: Any) -> None:
+    metrics = _command(
+        sub, "metrics", cmd_metrics, "per-step metrics and their summary from a JSONL or console log", study=False
+    )
     metrics.add_argument("file")
     metrics.add_argument("--n-gpus", type=int, default=1, help="GPUs of the run (throughput is per GPU)")
     metrics.add_argument("--warmup-steps", type=int, default=1, help="leading steps left out of the summary")
@@ -239,64 +262,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps", type=int, default=None, help="steps the run was configured for (default: the last one logged)"
     )
     metrics.add_argument("--json", action="store_true")
-    metrics.set_defaults(func=cmd_metrics)
-
-    summarize = sub.add_parser("summarize", help="a run's summary with its validity checks")
+    summarize = _command(sub, "summarize", cmd_summarize, "a run's summary with its validity checks", study=False)
     summarize.add_argument("run_dir")
     summarize.add_argument("--output", required=True)
-    summarize.set_defaults(func=cmd_summarize)
-
-    selection = sub.add_parser("select", help="choose the one-node workload from the sweep summaries")
-    _study_args(selection)
+    selection = _command(sub, "select", cmd_select, "choose the one-node workload from the sweep summaries")
     selection.add_argument("--dataset", required=True)
     selection.add_argument("--output", required=True)
     selection.add_argument("summaries", nargs="+")
-    selection.set_defaults(func=cmd_select)
-
-    index = sub.add_parser("index", help="list a dataset's runs and summaries for the analysis")
-    _study_args(index)
+    index = _command(sub, "index", cmd_index, "list a dataset's runs and summaries for the analysis")
     index.add_argument("--dataset", required=True)
     index.add_argument("--selection", default=None)
     index.add_argument("--output", required=True)
     index.add_argument("summaries", nargs="*")
-    index.set_defaults(func=cmd_index)
-
     for name, func, text in (("tables", cmd_tables, "the study's tables"), ("figures", cmd_figures, "the figures")):
-        command = sub.add_parser(name, help=f"write {text} from the dataset indexes")
-        _study_args(command)
+        command = _command(sub, name, func, f"write {text} from the dataset indexes")
         command.add_argument("--output", required=True)
         command.add_argument("indexes", nargs="+")
-        command.set_defaults(func=func)
-
-    report = sub.add_parser("report", help="write the study report")
-    _study_args(report)
-    report.add_argument("--tables", required=True)
-    report.add_argument("--figures", required=True)
-    report.add_argument("--output", required=True)
+    report = _command(sub, "report", cmd_report, "write the study report")
+    for option in ("--tables", "--figures", "--output"):
+        report.add_argument(option, required=True)
     report.add_argument("indexes", nargs="+")
-    report.set_defaults(func=cmd_report)
-
-    bundle = sub.add_parser("bundle", help="pack the publication bundle")
-    _study_args(bundle)
+    bundle = _command(sub, "bundle", cmd_bundle, "pack the publication bundle")
     for option in ("--output", "--report", "--tables", "--figures"):
         bundle.add_argument(option, required=True)
     bundle.add_argument("indexes", nargs="+")
-    bundle.set_defaults(func=cmd_bundle)
 
-    definition = sub.add_parser("container-definition", help="render the image recipe (definition or SquashFS script)")
-    _study_args(definition)
-    definition.add_argument("--output", required=True)
-    definition.set_defaults(func=cmd_container_definition)
-    preflight = sub.add_parser("preflight", help="check the engine stack on the site before any run")
-    _study_args(preflight)
-    preflight.add_argument("--output", required=True, help="results/preflight/<site>.json")
-    preflight.set_defaults(func=cmd_preflight)
-    build = sub.add_parser("container-build", help="build the site's image and record its digests and packages")
-    _study_args(build)
-    build.add_argument("--definition", required=True)
-    build.add_argument("--image", required=True)
-    build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
-    build.set_defaults(func=cmd_container_build)
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlvr-scaling", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_stage_commands(sub)
+    _add_analysis_commands(sub)
     return parser
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -45,6 +46,15 @@ def write_text_if_changed(path: Path, text: str) -> str:
     if not path.exists() or path.read_text() != text:
         write_text_atomically(path, text)
     return str(path)
+
+
+def relative_to_root(path: Path, root: Path) -> str:
+    """How a record names a file of the study: relative to the study's root (the directory holding
+    results/) when it is under it, so the record holds wherever the study is read from; else absolute.
+    A relative `path` is relative to the current directory, as on a command line."""
+    absolute = Path(os.path.abspath(path))
+    base = Path(os.path.abspath(root))
+    return str(absolute.relative_to(base)) if absolute.is_relative_to(base) else str(absolute)
 
 
 def sha256_file(path: Path) -> str:

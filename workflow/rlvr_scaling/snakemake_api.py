@@ -14,12 +14,21 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.selection_io import current_plan
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.execution.preflight import preflight_defines, preflight_nodes
 from rlvr_scaling.execution.storage import link_results
-from rlvr_scaling.fsutil import write_text_if_changed
-from rlvr_scaling.inputs.container import image_path, recipe_path, record_path, render_definition
+from rlvr_scaling.fsutil import write_text_atomically
+from rlvr_scaling.inputs.container import image_path, recipe_path, record_path
 from rlvr_scaling.study.config import Study, study_from_dict
 from rlvr_scaling.study.identity import canonical_json, digest
-from rlvr_scaling.study.plan import Run, dataset_runs, find_run
+from rlvr_scaling.study.plan import (
+    RESOURCE_NAMES,
+    PlannedRun,
+    Run,
+    dataset_runs,
+    find_run,
+    known_runs,
+    sbatch_resources,
+)
 from rlvr_scaling.study.plan_view import site_note
 
 
@@ -52,7 +61,7 @@ class Lookup:
     def __init__(self, study: Study, root: Path | None = None) -> None:
         self.study = study
         self.root = (root or Path.cwd()).resolve()
-        self._cache: list[Run] = []
+        self._cache: list[PlannedRun] = []
         self._cache_key: tuple | None = None
 
     @functools.cached_property
@@ -70,7 +79,7 @@ class Lookup:
     def run(self, run_id: str) -> Run:
         return find_run(self._plan(), run_id)
 
-    def _plan(self) -> list[Run]:
+    def _plan(self) -> list[PlannedRun]:
         # Resource functions ask for every job: rebuild only when a selection artifact changed.
         key = tuple(
             (d, p.stat().st_mtime_ns if p.exists() else None)
@@ -84,77 +93,65 @@ class Lookup:
 
     def sweep_run_ids(self, dataset: str) -> list[str]:
         runs = dataset_runs(self.study, dataset, None, self.root)
-        return [r.run_id for r in runs if "sweep" in r.series and r.run_id]
+        return [r.run_id for r in known_runs(runs) if "sweep" in r.series]
 
     def series_run_ids(self, dataset: str, selected: int, series: str) -> list[str]:
         runs = dataset_runs(self.study, dataset, selected, self.root)
-        return [r.run_id for r in runs if series in r.series and r.run_id]
+        return [r.run_id for r in known_runs(runs) if series in r.series]
 
-    def resources(self, name: str) -> Callable[[Any], Any]:
-        """A Snakemake resource function reading one field of the run's sbatch resources."""
+    def run_resources(self) -> dict[str, Callable[[Any], Any]]:
+        """The run rule's resources: per run, as the plan gives them."""
 
-        def resolve(wildcards: Any, attempt: int = 1) -> Any:
-            slurm = self.run(wildcards.run_id).slurm or {}
-            if name == "slurm_extra":
-                return f"--gpus-per-node={slurm['gpus_per_node']}"
-            if name == "runtime":
-                return slurm["time_minutes"]
-            if name == "slurm_account":
-                return slurm["account"] or ""
-            if name == "slurm_partition":
-                return slurm["partition"]
-            if name == "tasks_per_node":
-                return slurm["ntasks_per_node"]
-            return slurm[name]
+        def of(name: str) -> Callable[[Any], Any]:
+            return lambda wildcards, attempt=1: self.run(wildcards.run_id).resources[name]
 
-        return resolve
+        return {name: of(name) for name in RESOURCE_NAMES}
 
-    def preflight_resources(self, name: str) -> Callable[[Any], Any]:
-        """The preflight job's sbatch resources: one node (two where the study has multi-node runs) of
-        the site's preflight partition, for slurm.preflight_minutes."""
-        from rlvr_scaling.execution.preflight import preflight_nodes
+    def preflight_resources(self) -> dict[str, Callable[[Any], Any]]:
+        """The preflight job's resources: one node (two where the study has multi-node runs) of the
+        site's preflight partition, for slurm.preflight_minutes."""
 
-        def resolve(wildcards: Any, attempt: int = 1) -> Any:
-            site = self.study.site
-            slurm = site["slurm"]
-            hardware = site["hardware"]
-            values = {
-                "nodes": preflight_nodes(self.study, self._plan()),
-                "tasks_per_node": slurm["ntasks_per_node"],
-                "cpus_per_task": max(1, hardware["cpus_per_node"] // slurm["ntasks_per_node"]),
-                "mem_mb": hardware["memory_mb_per_node"],
-                "runtime": slurm.get("preflight_minutes", 20),
-                "slurm_partition": slurm.get("preflight_partition", slurm["partition"]),
-                "slurm_account": self.study.slurm_account() or "",
-                "slurm_extra": f"--gpus-per-node={hardware['gpus_per_node']}",
-            }
-            return values[name]
+        def of(name: str) -> Callable[[Any], Any]:
+            def resolve(wildcards: Any, attempt: int = 1) -> Any:
+                slurm = self.study.site["slurm"]
+                nodes = preflight_nodes(self.study, self._plan())
+                minutes = slurm.get("preflight_minutes", 20)
+                partition = slurm.get("preflight_partition", slurm["partition"])
+                return sbatch_resources(self.study, nodes, minutes, partition)[name]
 
-        return resolve
+            return resolve
+
+        return {name: of(name) for name in RESOURCE_NAMES}
 
 
-def write_preflight_definition(study: Study, root: Path | None = None) -> str:
-    """What the preflight checks, in a file rewritten only when it changes: a changed study or site
-    reruns the preflight (by its time stamp) before any new run, while finished runs stay."""
-    path = (root or Path(".")) / "results" / "preflight" / f"{study.site_name}.defines.json"
-    return write_text_if_changed(path, canonical_json({"config": study.config, "site": study.site}))
+def preflight_definition_path(study: Study) -> str:
+    """What the preflight checks (the study and the site), in a file named by its content: a changed
+    study or site is a new input of the preflight, which reruns before any new run (finished runs
+    stay: they take the preflight as `ancient`)."""
+    name = f"{study.site_name}.defines-{digest(preflight_defines(study), 12)}.json"
+    return str(paths.results_dir(Path(".")) / "preflight" / name)
 
 
-def write_container_recipe(study: Study) -> dict[str, str]:
-    """The site's image files for the rules ({} without a container): the rendered definition (or
-    SquashFS build script), rewritten only when it changes, so that the image is rebuilt exactly when
-    what it is made of changes (container.image_identity); the image; the build's record."""
+def container_files(study: Study) -> dict[str, str]:
+    """The site's image files for the rules ({} without a container): the recipe (definition or
+    SquashFS build script, named by its content), the image, the build's record."""
     if not study.site["container"]:
         return {}
     root = Path(".")
     return {
-        "recipe": write_text_if_changed(recipe_path(study, root), render_definition(study)),
+        "recipe": str(recipe_path(study, root)),
         "image": str(image_path(study, root)),
         "record": str(record_path(study, root)),
     }
 
 
-def write_effective_config(config: dict[str, Any], root: Path | None = None) -> str:
-    """Store the config this invocation validated, named by its hash, for the CLI steps to read."""
-    path = (root or Path(".")) / "results" / ".study" / f"config-{digest(config, 12)}.json"
-    return write_text_if_changed(path, canonical_json(config))
+def effective_config_path(config: dict[str, Any]) -> str:
+    """Where the config this invocation validated is kept for the CLI steps, named by its hash."""
+    return str(paths.results_dir(Path(".")) / ".study" / f"config-{digest(config, 12)}.json")
+
+
+def write_effective_config(config: dict[str, Any]) -> None:
+    """Written when the workflow starts its jobs (onstart), never while the rules are read."""
+    path = Path(effective_config_path(config))
+    if not path.exists():
+        write_text_atomically(path, canonical_json(config))

@@ -27,7 +27,16 @@ PHASE_LABELS = {
     "update_weights": "weight sync",
     "other": "rest",
 }
-STEPS_NOTE = "Error bars: sample std over the measured steps (step 1 excluded as warm-up)."
+
+
+def steps_note(results: StudyResults) -> str:
+    """What the error bars are, with the warm-up the runs' summaries say they left out."""
+    warmups = sorted({s["summary"]["warmup_steps"] for s in results.summaries.values() if s.get("summary")})
+    if len(warmups) == 1:
+        excluded = f"the first {warmups[0]} step(s) excluded as warm-up" if warmups[0] else "no warm-up excluded"
+    else:
+        excluded = f"the first {' or '.join(map(str, warmups))} steps excluded as warm-up, per run"
+    return f"Error bars: sample std over the measured steps ({excluded})."
 
 
 def _save(fig: Any, output: Path, name: str, captions: dict[str, str], caption: str) -> None:
@@ -125,7 +134,7 @@ def figure_weak_efficiency(results: StudyResults, output: Path, captions: dict[s
         "figure2_weak_efficiency",
         captions,
         "Figure 2: weak-scaling efficiency, throughput per GPU at N nodes over throughput per GPU at one node "
-        f"(tokens of prompts and responses / step time / GPUs). {STEPS_NOTE} Confidence intervals in "
+        f"(tokens of prompts and responses / step time / GPUs). {steps_note(results)} Confidence intervals in "
         f"tables/weak_scaling: {BOOTSTRAP_METHOD}. " + _runs_note(used),
     )
 
@@ -148,7 +157,7 @@ def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: P
         "figure4_strong_speedup",
         captions,
         f"Figure 4: strong-scaling speedup, step time at {reference_nodes} nodes over step time at N nodes, with "
-        f"the ideal N/{reference_nodes}. {STEPS_NOTE} Confidence intervals in tables/strong_scaling: "
+        f"the ideal N/{reference_nodes}. {steps_note(results)} Confidence intervals in tables/strong_scaling: "
         f"{BOOTSTRAP_METHOD}. " + _runs_note(used),
     )
 
@@ -178,7 +187,7 @@ def figure_phase_times(
         ax.set_title(dataset)
         ax.set_ylabel("time per step (s)")
     axes[0][0].legend(fontsize="small")
-    _save(fig, output, name, captions, f"{title} {STEPS_NOTE} " + _runs_note(used))
+    _save(fig, output, name, captions, f"{title} {steps_note(results)} " + _runs_note(used))
 
 
 def figure_sweep(results: StudyResults, output: Path, captions: dict[str, str]) -> None:

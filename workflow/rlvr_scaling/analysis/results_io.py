@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.errors import StudyError
-from rlvr_scaling.fsutil import write_json
+from rlvr_scaling.fsutil import relative_to_root, write_json
 
 
 @dataclass
@@ -56,6 +56,7 @@ def write_index(
     series: dict[str, list[str]],
     selection: dict[str, Any] | None,
     output: Path,
+    root: Path,
 ) -> None:
     """`series` maps run ids to the series the plan puts them in now: a sweep run learns that it is
     also the 1-node weak run only once the selection exists, after it ran."""
@@ -71,7 +72,7 @@ def write_index(
                 "nodes": summary["nodes"],
                 "prompts": summary["prompts"],
                 "valid": summary["valid"],
-                "summary": str(path),
+                "summary": relative_to_root(path, root),
             }
         )
     document = {
@@ -88,7 +89,7 @@ def index_dataset(
 ) -> None:
     """The dataset's index, with its selection (the sweep's artifact, or the study's pinned workload)
     and each run's series as the plan puts it now."""
-    from rlvr_scaling.study.plan import dataset_runs
+    from rlvr_scaling.study.plan import dataset_runs, known_runs
 
     if selection_path is not None:
         selection = json.loads(selection_path.read_text())
@@ -96,16 +97,17 @@ def index_dataset(
     else:
         pinned = study.config["selection"].get(dataset)
         selection, selected = {"prompts": pinned, "pinned": True}, pinned
-    series = {r.run_id: r.series for r in dataset_runs(study, dataset, selected, root) if r.run_id}
-    write_index(dataset, summary_paths, series, selection, output)
+    series = {r.run_id: r.series for r in known_runs(dataset_runs(study, dataset, selected, root))}
+    write_index(dataset, summary_paths, series, selection, output, root)
 
 
-def load_results(index_paths: list[Path]) -> StudyResults:
+def load_results(index_paths: list[Path], root: Path) -> StudyResults:
+    """The indexes and every summary they name (a relative name is under `root`, the study's root)."""
     indexes = [json.loads(p.read_text()) for p in index_paths]
     summaries = {}
     for index in indexes:
         for run in index["runs"]:
-            summary = json.loads(Path(run["summary"]).read_text())
+            summary = json.loads((root / run["summary"]).read_text())
             summary["series"] = run["series"]
             summaries[run["run_id"]] = summary
     return StudyResults(indexes, summaries)

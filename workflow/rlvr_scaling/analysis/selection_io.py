@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.plan import PlannedRun, build_plan, dataset_runs, known_runs
 
 
 def read_selection(root: Path, dataset: str, sweep_run_ids: set[str] | None = None) -> int | None:
@@ -33,18 +34,14 @@ def read_selection_file(path: Path) -> int:
         raise StudyError(f"{path} is not a selection artifact ({exc}); delete it to recompute the selection") from None
 
 
-def read_selections(root: Path, study: Any) -> dict[str, int | None]:
-    from rlvr_scaling.study.plan import dataset_runs
-
+def read_selections(root: Path, study: Study) -> dict[str, int | None]:
     selections = {}
     for dataset in study.datasets:
-        sweep = {r.run_id for r in dataset_runs(study, dataset, None, root) if r.run_id and "sweep" in r.series}
+        sweep = {r.run_id for r in known_runs(dataset_runs(study, dataset, None, root)) if "sweep" in r.series}
         selections[dataset] = read_selection(root, dataset, sweep)
     return selections
 
 
-def current_plan(study: Any, root: Path) -> list[Any]:
+def current_plan(study: Study, root: Path) -> list[PlannedRun]:
     """The plan with the selections the results hold now: what `plan`, `launch` and the rules act on."""
-    from rlvr_scaling.study.plan import build_plan
-
     return build_plan(study, read_selections(root, study), root)

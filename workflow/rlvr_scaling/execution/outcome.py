@@ -10,7 +10,10 @@ fails, and the next invocation runs it again. A crash, a killed worker or a shor
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
+
+from rlvr_scaling.analysis.metrics_file import measurement_problems, read_metrics_jsonl
 
 # What torch (CUDA and HIP), Ray's memory monitor and Python print when memory runs out. Not Ray's list of
 # "potential root causes" of a dead worker ("killed by SIGKILL by OOM killer ..."), which it prints for
@@ -33,3 +36,28 @@ def lands_in_runs(series: list[str], status: str, evidence: str | None) -> bool:
     if status == "succeeded":
         return True
     return "sweep" in series and status == "failed" and evidence is not None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # succeeded, failed, timed out, terminated, launch failed, invalid metrics
+    problems: list[str]  # why a run that exited 0 is no measurement
+    memory_evidence: str | None  # the console line saying a failed run ran out of memory
+    lands_in_runs: bool  # results/runs/ (a measurement) or results/failed/ (to be run again)
+
+
+def judge(run_dir: Path, series: list[str], exit_status: str, configured_steps: int) -> Outcome:
+    """The run's outcome from how its command ended and what it left in `run_dir`."""
+    status, problems, evidence = exit_status, [], None
+    if status == "succeeded":
+        metrics = run_dir / "metrics.jsonl"
+        if not metrics.exists():
+            problems = ["verl exited 0 but wrote no metrics.jsonl"]
+        else:
+            steps, read_problems = read_metrics_jsonl(metrics)
+            problems = measurement_problems(steps, read_problems, configured_steps)
+        if problems:
+            status = "invalid metrics"
+    else:
+        evidence = memory_evidence(run_dir / "console.log")
+    return Outcome(status, problems, evidence, lands_in_runs(series, status, evidence))

@@ -31,7 +31,8 @@ from rlvr_scaling.fsutil import write_json
 from rlvr_scaling.inputs.container import module_environment, python_command, record_path, require_runtime
 from rlvr_scaling.inputs.container_build import base_changed_since_build
 from rlvr_scaling.study.config import Study
-from rlvr_scaling.study.plan import Run, build_plan
+from rlvr_scaling.study.identity import canonical_json
+from rlvr_scaling.study.plan import PlannedRun, Run, build_plan, known_runs
 
 PROBE = Path(__file__).with_name("preflight_probe.py")
 
@@ -49,11 +50,11 @@ def engine_modules(study: Study) -> list[str]:
     return names
 
 
-def multi_node(plan: list[Run]) -> bool:
+def multi_node(plan: list[PlannedRun]) -> bool:
     return any(run.nodes > 1 for run in plan)
 
 
-def preflight_nodes(study: Study, plan: list[Run]) -> int:
+def preflight_nodes(study: Study, plan: list[PlannedRun]) -> int:
     """Two nodes where the study has multi-node runs on a Slurm site: Ray must form across nodes."""
     return 2 if study.site["launch"]["kind"] == "ray-srun" and multi_node(plan) else 1
 
@@ -127,7 +128,7 @@ def _inputs(study: Study, root: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def _two_node_ray(study: Study, root: Path, env: dict[str, str], log_dir: Path) -> tuple[dict[str, Any], list[str]]:
-    from rlvr_scaling.execution.launch import start_ray_cluster
+    from rlvr_scaling.execution.launchers.ray_srun import start_ray_cluster
 
     job: dict[str, Any] = {}
     try:
@@ -191,19 +192,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     if not study.site["container"] or (image is not None and not image_problems):
         engine, found = _probe(study, root, plan, run_env, timeout_s=budget_s * 0.5)
         problems += found
-    for module, outcome in engine.get("modules", {}).items():
-        if outcome != "ok":
-            problems.append(f"module {module} does not import in the engine's Python: {outcome}")
-    for run_id, outcome in engine.get("composition", {}).items():
-        if outcome != "ok":
-            problems.append(f"run {run_id}: verl rejects its arguments: {outcome}")
-    gpus = engine.get("gpus_visible")
-    wanted = study.site["hardware"]["gpus_per_node"]
-    if study.site["engine"] != "verl-cpu" and engine and gpus != wanted:
-        problems.append(f"{gpus} GPUs visible to the engine, the site says hardware.gpus_per_node = {wanted}")
-    pinned = study.config["software"]["verl"]
-    if engine and engine["versions"].get("verl") != pinned:
-        problems.append(f"verl {engine['versions'].get('verl')} in the engine's Python, the study pins {pinned}")
+    problems += _engine_problems(study, engine)
     results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
     storage, found, warnings = space_report(results, model, study.slurm_account())
     problems += found
@@ -229,6 +218,33 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     }
 
 
+def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:
+    """What the probe found wrong inside the image: imports, verl's view of each run, GPUs, verl's version."""
+    problems = [
+        f"module {module} does not import in the engine's Python: {outcome}"
+        for module, outcome in engine.get("modules", {}).items()
+        if outcome != "ok"
+    ]
+    problems += [
+        f"run {run_id}: verl rejects its arguments: {outcome}"
+        for run_id, outcome in engine.get("composition", {}).items()
+        if outcome != "ok"
+    ]
+    gpus = engine.get("gpus_visible")
+    wanted = study.site["hardware"]["gpus_per_node"]
+    if study.site["engine"] != "verl-cpu" and engine and gpus != wanted:
+        problems.append(f"{gpus} GPUs visible to the engine, the site says hardware.gpus_per_node = {wanted}")
+    pinned = study.config["software"]["verl"]
+    if engine and engine["versions"].get("verl") != pinned:
+        problems.append(f"verl {engine['versions'].get('verl')} in the engine's Python, the study pins {pinned}")
+    return problems
+
+
+def preflight_defines(study: Study) -> str:
+    """What defines the preflight's verdict, as one canonical text: the study and the site."""
+    return canonical_json({"config": study.config, "site": study.site})
+
+
 def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
     """Every run the study may make: its sweep, and its scaling runs for each sweep point the selection
     could choose (or the pinned or chosen one); and the sweep points whose scaling runs cannot be
@@ -244,9 +260,8 @@ def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
         except ConfigError as exc:
             problems.append(f"with the selection {selection}, the scaling runs cannot be planned: {exc}")
             continue
-        for run in planned:
-            if run.run_id:
-                runs.setdefault(run.run_id, run)
+        for run in known_runs(planned):
+            runs.setdefault(run.run_id, run)
     return list(runs.values()), problems
 
 

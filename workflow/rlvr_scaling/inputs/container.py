@@ -15,6 +15,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.fsutil import sha256_file
 from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.identity import digest
 from rlvr_scaling.study.validate import CONTAINER_PLACEHOLDERS
 
 LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
@@ -39,8 +40,10 @@ def squashfs(study: Study) -> bool:
 
 
 def recipe_path(study: Study, root: Path) -> Path:
-    """What the build follows: the definition file, or the SquashFS way's build script."""
-    name = "verl-venv-squashfs.sh" if squashfs(study) else "verl.def"
+    """What the build follows: the definition file, or the SquashFS way's build script. Named by its
+    content: a changed recipe is a new input of the image's rule, which then rebuilds the image."""
+    stem, suffix = ("verl-venv-squashfs", ".sh") if squashfs(study) else ("verl", ".def")
+    name = f"{stem}-{digest(render_definition(study), 12)}{suffix}"
     return paths.results_dir(root) / "containers" / study.site_name / name
 
 

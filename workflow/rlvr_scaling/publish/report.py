@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,11 @@ from rlvr_scaling.analysis.tables import TABLES
 
 def render_report(study: dict[str, Any], results: StudyResults, tables: Path, figures: Path, output: Path) -> str:
     captions = json.loads((figures / "captions.json").read_text()) if (figures / "captions.json").exists() else {}
-    relative = Path("..")
+
+    def link(path: Path) -> str:
+        # As the report's reader follows it: from the report's own folder.
+        return os.path.relpath(path, output.parent)
+
     lines = [
         f"# {study['study']['name']}: RLVR scaling study on site `{study['site']}`",
         "",
@@ -40,10 +45,10 @@ def render_report(study: dict[str, Any], results: StudyResults, tables: Path, fi
     for name in TABLES:
         path = tables / f"{name}.md"
         if path.exists():
-            lines += [path.read_text(), f"Files: `{relative / tables / name}.csv`, `.md`, `.tex`.", ""]
+            lines += [path.read_text(), f"Files: `{link(tables / name)}.csv`, `.md`, `.tex`.", ""]
     lines += ["## Figures", ""]
     for name, caption in captions.items():
-        lines += [f"![{name}]({relative / figures / name}.png)", "", caption, ""]
+        lines += [f"![{name}]({link(figures / f'{name}.png')})", "", caption, ""]
     invalid = results.invalid()
     lines += ["## Runs left out", ""]
     if invalid:

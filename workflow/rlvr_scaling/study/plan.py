@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +18,57 @@ SERIES_ORDER = ("sweep", "weak", "strong")
 
 @dataclass
 class Run:
-    run_id: str | None
+    """A run of the plan: everything about it is known, its id names it."""
+
+    run_id: str
     series: list[str]
     dataset: str
     nodes: int
     gpus_per_node: int
-    prompts: int | None
+    prompts: int
     responses_per_prompt: int
-    trajectories: int | None
+    trajectories: int
     max_prompt_length: int
     max_response_length: int
     steps: int
     warmup_steps: int
-    concurrency: int | None
-    trajectories_per_engine: float | None
+    concurrency: int
+    trajectories_per_engine: float
     memory: dict[str, Any]
-    verl_args: list[str] | None
-    slurm: dict[str, Any] | None
-    node_hours: float | None
-    estimate: dict[str, float] | None
-    identity: dict[str, Any] | None
-    pending: str | None = None
+    verl_args: list[str]
+    resources: dict[str, Any]  # sbatch resources, in Snakemake's names
+    node_hours: float
+    estimate: dict[str, float]
+    identity: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "pending": None}
+
+
+@dataclass
+class PendingRun:
+    """A scaling run that waits for the sweep's selection: until then its prompt count, and with it
+    its id, arguments and cost, are unknown."""
+
+    series: list[str]
+    dataset: str
+    nodes: int
+    gpus_per_node: int
+    responses_per_prompt: int
+    max_prompt_length: int
+    max_response_length: int
+    steps: int
+    warmup_steps: int
+    memory: dict[str, Any]
+    pending: str  # what it waits for
+
+    def to_dict(self) -> dict[str, Any]:
+        """One shape for every entry of `plan --json`: what a pending run does not know yet is null."""
+        known = asdict(self)
+        return {name: known.get(name) for name in [*(f.name for f in fields(Run)), "pending"]}
+
+
+PlannedRun = Run | PendingRun
 
 
 def engines_per_node(study: Study) -> int:
@@ -109,17 +136,31 @@ def _estimate(study: Study, dataset: str, nodes: int, trajectories: int) -> dict
     return {"step_seconds": round(step_s, 2), "runtime_minutes": round(runtime_min, 2), "time_limit_minutes": limit}
 
 
-def _slurm(study: Study, nodes: int, time_limit: int, account: str | None) -> dict[str, Any]:
+# The resources a Slurm job of the study asks for (sbatch_resources' keys): the rules' `resources`.
+RESOURCE_NAMES = (
+    "nodes",
+    "tasks_per_node",
+    "cpus_per_task",
+    "mem_mb",
+    "runtime",
+    "slurm_partition",
+    "slurm_account",
+    "slurm_extra",
+)
+
+
+def sbatch_resources(study: Study, nodes: int, minutes: int, partition: str | None = None) -> dict[str, Any]:
+    """A job's sbatch resources, in the names Snakemake and its Slurm executor read."""
     site = study.site
     return {
         "nodes": nodes,
-        "ntasks_per_node": site["slurm"]["ntasks_per_node"],
+        "tasks_per_node": site["slurm"]["ntasks_per_node"],
         "cpus_per_task": max(1, site["hardware"]["cpus_per_node"] // site["slurm"]["ntasks_per_node"]),
-        "gpus_per_node": site["hardware"]["gpus_per_node"],
         "mem_mb": site["hardware"]["memory_mb_per_node"],
-        "partition": site["slurm"]["partition"],
-        "time_minutes": time_limit,
-        "account": account,
+        "runtime": minutes,
+        "slurm_partition": partition or site["slurm"]["partition"],
+        "slurm_account": study.slurm_account() or "",
+        "slurm_extra": f"--gpus-per-node={site['hardware']['gpus_per_node']}",
     }
 
 
@@ -160,42 +201,32 @@ def make_run(
         trajectories_per_engine=trajectories / (nodes * engines_per_node(study)),
         memory=dict(data["memory"]),
         verl_args=build_verl_args(cfg, study.site, dataset, nodes, prompts, concurrency, run_id, root),
-        slurm=_slurm(study, nodes, int(estimate["time_limit_minutes"]), study.slurm_account()),
+        resources=sbatch_resources(study, nodes, int(estimate["time_limit_minutes"])),
         node_hours=round(nodes * estimate["runtime_minutes"] / 60, 3),
         estimate=estimate,
         identity=identity,
     )
 
 
-def _pending_run(study: Study, dataset: str, nodes: int, factor: int, series: str) -> Run:
+def _pending_run(study: Study, dataset: str, nodes: int, factor: int, series: str) -> PendingRun:
     cfg = study.config
     data = cfg["datasets"][dataset]
-    return Run(
-        run_id=None,
+    return PendingRun(
         series=[series],
         dataset=dataset,
         nodes=nodes,
         gpus_per_node=study.site["hardware"]["gpus_per_node"],
-        prompts=None,
         responses_per_prompt=cfg["algorithm"]["responses_per_prompt"],
-        trajectories=None,
         max_prompt_length=data["max_prompt_length"],
         max_response_length=data["max_response_length"],
         steps=cfg["algorithm"]["steps"],
         warmup_steps=cfg["algorithm"]["warmup_steps"],
-        concurrency=None,
-        trajectories_per_engine=None,
         memory=dict(data["memory"]),
-        verl_args=None,
-        slurm=None,
-        node_hours=None,
-        estimate=None,
-        identity=None,
         pending=f"prompts = selection.{dataset} x {factor}; waits for the one-node sweep of {dataset}",
     )
 
 
-def _add(runs: dict[Any, Run], key: Any, run: Run) -> None:
+def _add(runs: dict[Any, PlannedRun], key: Any, run: PlannedRun) -> None:
     if key in runs:
         existing = runs[key]
         for series in run.series:
@@ -205,11 +236,11 @@ def _add(runs: dict[Any, Run], key: Any, run: Run) -> None:
         runs[key] = run
 
 
-def dataset_runs(study: Study, dataset: str, selected: int | None, root: Path) -> list[Run]:
+def dataset_runs(study: Study, dataset: str, selected: int | None, root: Path) -> list[PlannedRun]:
     """Every run of one dataset; the scaling runs are pending while `selected` is None."""
     cfg = study.config
     scaling = cfg["scaling"]
-    runs: dict[Any, Run] = {}
+    runs: dict[Any, PlannedRun] = {}
     pinned = cfg["selection"].get(dataset)
     if pinned is None:
         for prompts in cfg["datasets"][dataset]["sweep"]:
@@ -224,23 +255,32 @@ def dataset_runs(study: Study, dataset: str, selected: int | None, root: Path) -
         else:
             run = make_run(study, dataset, nodes, selected * factor, selected, series, root)
             _add(runs, run.run_id, run)
-    return sorted(runs.values(), key=lambda r: (SERIES_ORDER.index(r.series[0]), r.nodes, r.prompts or 0))
+    return sorted(
+        runs.values(), key=lambda r: (SERIES_ORDER.index(r.series[0]), r.nodes, r.prompts if isinstance(r, Run) else 0)
+    )
 
 
-def build_plan(study: Study, selection: dict[str, int | None] | None = None, root: Path | None = None) -> list[Run]:
+def build_plan(
+    study: Study, selection: dict[str, int | None] | None = None, root: Path | None = None
+) -> list[PlannedRun]:
     """All runs of the study. `selection` holds the sweep's outcome per dataset; pinned values win."""
     root = (root or Path.cwd()).resolve()
     selection = selection or {}
-    runs: list[Run] = []
+    runs: list[PlannedRun] = []
     for dataset in study.datasets:
         selected = study.config["selection"].get(dataset) or selection.get(dataset)
         runs += dataset_runs(study, dataset, selected, root)
     return runs
 
 
-def find_run(plan: list[Run], run_id: str) -> Run:
-    for run in plan:
+def known_runs(plan: list[PlannedRun]) -> list[Run]:
+    """The runs of the plan that can start (not pending a selection)."""
+    return [run for run in plan if isinstance(run, Run)]
+
+
+def find_run(plan: list[PlannedRun], run_id: str) -> Run:
+    for run in known_runs(plan):
         if run.run_id == run_id:
             return run
-    known = ", ".join(r.run_id for r in plan if r.run_id)
+    known = ", ".join(r.run_id for r in known_runs(plan))
     raise ConfigError("run_id", run_id, f"it must be a run of the current plan (known: {known})", "request")

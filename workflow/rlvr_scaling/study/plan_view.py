@@ -8,40 +8,42 @@ from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.execution.storage import results_location
 from rlvr_scaling.study.config import Study
-from rlvr_scaling.study.plan import Run
+from rlvr_scaling.study.plan import PendingRun, PlannedRun, known_runs
 
 
-def plan_table(study: Study, plan: list[Run]) -> str:
+def _row(run: PlannedRun) -> list[str]:
+    shared = [str(run.max_response_length), str(run.steps)]
+    if isinstance(run, PendingRun):
+        head = ["(pending)", "+".join(run.series), str(run.nodes), str(run.nodes * run.gpus_per_node), "sel x ?"]
+        return [*head, "-", "-", *shared, "-", "-"]
+    return [
+        run.run_id,
+        "+".join(run.series),
+        str(run.nodes),
+        str(run.nodes * run.gpus_per_node),
+        str(run.prompts),
+        str(run.trajectories),
+        f"{run.trajectories_per_engine:g}",
+        *shared,
+        f"{run.resources['runtime']}m",
+        f"{run.node_hours:.2f}",
+    ]
+
+
+def plan_table(study: Study, plan: list[PlannedRun]) -> str:
     header = ["run_id", "series", "nodes", "gpus", "prompts", "traj", "traj/engine", "cap", "steps", "time", "node-h"]
-    rows = []
-    for run in plan:
-        rows.append(
-            [
-                run.run_id or "(pending)",
-                "+".join(run.series),
-                str(run.nodes),
-                str(run.nodes * run.gpus_per_node),
-                str(run.prompts) if run.prompts else "sel x ?",
-                str(run.trajectories) if run.trajectories else "-",
-                f"{run.trajectories_per_engine:g}" if run.trajectories_per_engine else "-",
-                str(run.max_response_length),
-                str(run.steps),
-                f"{run.slurm['time_minutes']}m" if run.slurm else "-",
-                f"{run.node_hours:.2f}" if run.node_hours is not None else "-",
-            ]
-        )
+    rows = [_row(run) for run in plan]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    pending = [run for run in plan if isinstance(run, PendingRun)]
     lines = [
         f"Study {study.config['study']['name']} on site '{study.site_name}': {len(plan)} runs "
-        f"({sum(1 for r in plan if r.run_id is None)} pending the sweep's selection)",
+        f"({len(pending)} pending the sweep's selection)",
         "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    known = [r.node_hours for r in plan if r.node_hours is not None]
+    known = [r.node_hours for r in known_runs(plan)]
     lines.append(f"Estimated total: {sum(known):.1f} node-hours over the runs whose workload is known.")
-    for run in plan:
-        if run.pending:
-            lines.append(f"  pending {run.dataset} {'+'.join(run.series)} n{run.nodes}: {run.pending}")
+    lines += [f"  pending {r.dataset} {'+'.join(r.series)} n{r.nodes}: {r.pending}" for r in pending]
     lines += site_replacements(study)
     return "\n".join(lines) + "\n"
 

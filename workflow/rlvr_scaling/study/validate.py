@@ -91,6 +91,15 @@ def check_schema(document: Any, schema_path: Path, source: str = "config", ignor
 
 def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
     """What a schema cannot express: parallel layouts, caps against context, node lists."""
+    _check_parallel(config, site)
+    _check_datasets(config)
+    _check_strong_reference(config)
+    _check_container(site)
+    _check_node_counts(config, site)
+    _check_steps_and_selection(config)
+
+
+def _check_parallel(config: dict[str, Any], site: dict[str, Any]) -> None:
     gpus = site["hardware"]["gpus_per_node"]
     rollout = config["parallel"]["rollout"]
     per_replica = rollout["tensor_parallel"] * rollout["data_parallel"]
@@ -102,13 +111,15 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
             "(rollout replicas stay node-local)",
         )
     training = config["parallel"]["training"]
-    model_parallel = training["tensor_parallel"] * training["pipeline_parallel"]
     if gpus % training["tensor_parallel"]:
         raise ConfigError(
             "parallel.training.tensor_parallel",
             training["tensor_parallel"],
             f"it must divide the site's {gpus} GPUs per node (tensor parallelism stays inside a node)",
         )
+
+
+def _check_datasets(config: dict[str, Any]) -> None:
     context = config["model"]["max_context"]
     for name, dataset in config["datasets"].items():
         total = dataset["max_prompt_length"] + dataset["max_response_length"]
@@ -127,6 +138,9 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
                 f"it must be at least max_prompt_length + max_response_length = {total} "
                 "(one whole trajectory must fit a micro-batch)",
             )
+
+
+def _check_strong_reference(config: dict[str, Any]) -> None:
     scaling = config["scaling"]
     if scaling["strong_reference_nodes"] not in scaling["strong_nodes"]:
         raise ConfigError(
@@ -134,7 +148,13 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
             scaling["strong_reference_nodes"],
             f"it must be one of scaling.strong_nodes {scaling['strong_nodes']}",
         )
-    _check_container(site)
+
+
+def _check_node_counts(config: dict[str, Any], site: dict[str, Any]) -> None:
+    gpus = site["hardware"]["gpus_per_node"]
+    scaling = config["scaling"]
+    training = config["parallel"]["training"]
+    model_parallel = training["tensor_parallel"] * training["pipeline_parallel"]
     max_nodes = site["slurm"]["max_nodes"]
     for key in ("weak_nodes", "strong_nodes"):
         for nodes in scaling[key]:
@@ -149,6 +169,9 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
                     f"{nodes} nodes x {gpus} GPUs must be a multiple of training tensor x pipeline "
                     f"parallel = {model_parallel}",
                 )
+
+
+def _check_steps_and_selection(config: dict[str, Any]) -> None:
     algorithm = config["algorithm"]
     if algorithm["warmup_steps"] >= algorithm["steps"]:
         raise ConfigError(
@@ -170,7 +193,7 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
             warnings.warn(
                 f"selection.{name} = {prompts} is not in the sweep grid {config['datasets'][name]['sweep']}; "
                 "using it as pinned",
-                stacklevel=2,
+                stacklevel=3,  # the caller of check_semantics
             )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from rlvr_scaling import paths
 
-# The local engine's settings, each the fix for an obstacle of verl on CPU (../shared/notes/verl-cpu.md).
+# The local engine's settings, each the fix for an obstacle of verl on CPU (docs/cpu-engine.md).
 CPU_ENGINE_ARGS = [
     "trainer.device=cpu",
     "actor_rollout_ref.actor.strategy=fsdp2",
@@ -56,11 +56,7 @@ def build_verl_args(
 ) -> list[str]:
     algorithm = study_config["algorithm"]
     data = study_config["datasets"][dataset]
-    rollout = study_config["parallel"]["rollout"]
-    training = study_config["parallel"]["training"]
     memory = data["memory"]
-    gpus = site["hardware"]["gpus_per_node"]
-    model_len = data["max_prompt_length"] + data["max_response_length"]
     data_dir = paths.dataset_dir(root, site["name"], dataset)
     args = [
         "algorithm.adv_estimator=grpo",
@@ -79,10 +75,23 @@ def build_verl_args(
         "actor_rollout_ref.actor.use_kl_loss=False",
         "actor_rollout_ref.actor.use_dynamic_bsz=True",
         f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={memory['token_budget']}",
+        *_rollout_args(study_config, data, concurrency),
+        *_trainer_args(study_config, site, nodes, experiment_name),
+        *_training_engine_args(study_config["parallel"]["training"], memory),
+        *_site_args(site, nodes),
+    ]
+    return args
+
+
+def _rollout_args(study_config: dict[str, Any], data: dict[str, Any], concurrency: int) -> list[str]:
+    rollout = study_config["parallel"]["rollout"]
+    memory = data["memory"]
+    model_len = data["max_prompt_length"] + data["max_response_length"]
+    return [
         "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
         f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={memory['token_budget']}",
         f"actor_rollout_ref.rollout.name={rollout['engine']}",
-        f"actor_rollout_ref.rollout.n={algorithm['responses_per_prompt']}",
+        f"actor_rollout_ref.rollout.n={study_config['algorithm']['responses_per_prompt']}",
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout['tensor_parallel']}",
         f"actor_rollout_ref.rollout.data_parallel_size={rollout['data_parallel']}",
         "actor_rollout_ref.rollout.gpu_memory_utilization="
@@ -90,11 +99,17 @@ def build_verl_args(
         f"actor_rollout_ref.rollout.max_num_seqs={concurrency}",
         f"actor_rollout_ref.rollout.max_model_len={model_len}",
         f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, model_len)}",
+    ]
+
+
+def _trainer_args(study_config: dict[str, Any], site: dict[str, Any], nodes: int, experiment_name: str) -> list[str]:
+    steps = study_config["algorithm"]["steps"]
+    return [
         f"trainer.nnodes={nodes}",
-        f"trainer.n_gpus_per_node={gpus}",
-        f"trainer.total_training_steps={algorithm['steps']}",
+        f"trainer.n_gpus_per_node={site['hardware']['gpus_per_node']}",
+        f"trainer.total_training_steps={steps}",
         # Each epoch holds at least one step, so this many epochs never stops a run early.
-        f"trainer.total_epochs={algorithm['steps']}",
+        f"trainer.total_epochs={steps}",
         "trainer.save_freq=-1",
         "trainer.test_freq=-1",
         "trainer.val_before_train=False",
@@ -104,28 +119,35 @@ def build_verl_args(
         f"trainer.project_name={study_config['study']['name']}",
         f"trainer.experiment_name={experiment_name}",
     ]
-    if training["engine"] == "megatron":
-        megatron = "actor_rollout_ref.actor.megatron"
-        args += [
-            "model_engine=megatron",
-            f"{megatron}.tensor_model_parallel_size={training['tensor_parallel']}",
-            f"{megatron}.pipeline_model_parallel_size={training['pipeline_parallel']}",
-            f"{megatron}.param_offload={_flag(memory['offload'])}",
-            f"{megatron}.optimizer_offload={_flag(memory['offload'])}",
-        ]
-        if memory["recompute"]:
-            args += [
-                f"{megatron}.override_transformer_config.recompute_granularity=full",
-                f"{megatron}.override_transformer_config.recompute_method=uniform",
-                f"{megatron}.override_transformer_config.recompute_num_layers=1",
-            ]
-    else:
+
+
+def _training_engine_args(training: dict[str, Any], memory: dict[str, Any]) -> list[str]:
+    if training["engine"] != "megatron":
         fsdp = "actor_rollout_ref.actor.fsdp_config"
-        args += [
+        return [
             f"actor_rollout_ref.model.enable_gradient_checkpointing={_flag(memory['recompute'])}",
             f"{fsdp}.param_offload={_flag(memory['offload'])}",
             f"{fsdp}.optimizer_offload={_flag(memory['offload'])}",
         ]
+    megatron = "actor_rollout_ref.actor.megatron"
+    args = [
+        "model_engine=megatron",
+        f"{megatron}.tensor_model_parallel_size={training['tensor_parallel']}",
+        f"{megatron}.pipeline_model_parallel_size={training['pipeline_parallel']}",
+        f"{megatron}.param_offload={_flag(memory['offload'])}",
+        f"{megatron}.optimizer_offload={_flag(memory['offload'])}",
+    ]
+    if memory["recompute"]:
+        args += [
+            f"{megatron}.override_transformer_config.recompute_granularity=full",
+            f"{megatron}.override_transformer_config.recompute_method=uniform",
+            f"{megatron}.override_transformer_config.recompute_num_layers=1",
+        ]
+    return args
+
+
+def _site_args(site: dict[str, Any], nodes: int) -> list[str]:
+    args = []
     eager = site.get("engine_options", {}).get("rollout_enforce_eager")
     if eager is not None:
         args.append(f"actor_rollout_ref.rollout.enforce_eager={_flag(eager)}")
@@ -135,6 +157,6 @@ def build_verl_args(
             # verl starts Ray itself; with the Slurm launcher these are flags of `ray start` instead.
             args += [
                 f"+ray_kwargs.ray_init.num_cpus={CPU_ENGINE_RAY_CPUS}",
-                f"+ray_kwargs.ray_init.num_gpus={nodes * gpus}",
+                f"+ray_kwargs.ray_init.num_gpus={nodes * site['hardware']['gpus_per_node']}",
             ]
     return args
