@@ -23,7 +23,7 @@ from rlvr_scaling.inputs.data import prepare_dataset
 from rlvr_scaling.inputs.model import prepare_model
 from rlvr_scaling.paths import dataset_dir, model_dir
 from rlvr_scaling.study.config import load_study
-from rlvr_scaling.study.plan import build_plan
+from rlvr_scaling.study.plan import build_plan, known_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def main() -> None:
         root = Path(tmp)
         prepare_dataset(study, args.dataset, dataset_dir(root, study.site_name, args.dataset))
         prepare_model(study, model_dir(root, study.site_name))
-        runs = [r for r in build_plan(study, root=root) if r.dataset == args.dataset and r.run_id]
+        runs = [r for r in known_runs(build_plan(study, root=root)) if r.dataset == args.dataset]
         run = next((r for r in runs if r.nodes == args.nodes), None)
         if run is None:
             raise SystemExit(

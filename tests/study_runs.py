@@ -115,7 +115,7 @@ class FabricatedStudy:
 
     def sweep(self, dataset: str) -> list[FabricatedRun]:
         runs = [r for r in self.runs.values() if r.run.dataset == dataset and "sweep" in r.run.series]
-        return sorted(runs, key=lambda r: r.run.prompts or 0)
+        return sorted(runs, key=lambda r: r.run.prompts)
 
 
 def _key(run: Run) -> tuple[str, int, int]:
@@ -170,7 +170,7 @@ def fabricate_steps(study: Study, run: Run, jitter: float) -> list[dict[str, Any
 
 
 def _job(study: Study, run: Run, root: Path, status: str, exit_status: int) -> dict[str, Any]:
-    """job.json with the keys launch.launch writes for a Slurm (ray-srun) run."""
+    """job.json with the keys run_records.job_record and the launch write for a Slurm (ray-srun) run."""
     container = exec_prefix(study, root)
     nodes = [f"nid{5000 + i:06d}" for i in range(run.nodes)]
     return {

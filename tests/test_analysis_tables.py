@@ -337,15 +337,15 @@ def test_the_fabricated_study_is_the_published_one(fabricated: FabricatedStudy) 
     assert [r.run.prompts for r in fabricated.sweep("gsm8k")] == [25, 50, 100, 150, 200]
     assert fabricated.selections["gsm8k"]["selected"]["prompts"] == expected_selection(fabricated.sweep("gsm8k"))
     assert fabricated.selections["gsm8k"]["selected"]["prompts"] == PUBLISHED["gsm8k"]
-    assert [s["run_id"] for s in fabricated.results.invalid()] == [fabricated.sweep("gsm8k")[-1].run.run_id]
+    assert [s.run_id for s in fabricated.results.invalid()] == [fabricated.sweep("gsm8k")[-1].run.run_id]
     # valid by the real checks, and verl's own throughput agrees with tokens / (step time x GPUs)
     for run in fabricated.runs.values():
         stored = fabricated.results.summaries[run.run.run_id]
-        assert stored["valid"] is not run.failed, [c for c in stored["checks"] if not c["passed"]]
-        assert run.failed or stored["summary"]["throughput_cross_check"]["disagreements"] == []
+        assert stored.valid is not run.failed, stored.failed_checks()
+        assert run.failed or stored.measured.throughput_cross_check["disagreements"] == []
     for dataset in ("gsm8k", "dapo_math"):
-        assert [s["nodes"] for s in fabricated.results.series(dataset, "weak")] == list(NODES)
-        assert [s["nodes"] for s in fabricated.results.series(dataset, "strong")] == list(NODES)
+        assert [s.nodes for s in fabricated.results.series(dataset, "weak")] == list(NODES)
+        assert [s.nodes for s in fabricated.results.series(dataset, "strong")] == list(NODES)
 
 
 @pytest.mark.parametrize("table", list(CHECKS))
@@ -462,10 +462,10 @@ def test_intervals_are_reproducible(fabricated: FabricatedStudy) -> None:
     assert first == [c[:4] for c in interval_columns(fabricated)]
     # summarising a run directory again gives the same stored intervals (fixed seed)
     run = fabricated.run("gsm8k", "weak", 16)
-    stored = fabricated.results.summaries[run.run.run_id]["summary"]
-    again = summarize_run(run.run_dir)["summary"]
-    assert again["throughput_per_gpu"]["ci95"] == stored["throughput_per_gpu"]["ci95"]
-    assert again["step_time_s"]["ci95"] == stored["step_time_s"]["ci95"]
+    stored = fabricated.results.summaries[run.run.run_id].measured
+    again = summarize_run(run.run_dir).measured
+    assert again.throughput_per_gpu.ci95 == stored.throughput_per_gpu.ci95
+    assert again.step_time_s.ci95 == stored.step_time_s.ci95
 
 
 def test_constant_steps_give_intervals_that_collapse_to_the_point(constant: FabricatedStudy) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.analysis.models import RUN_FIELDS
 from rlvr_scaling.analysis.results_io import write_index
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.inputs.container import (
@@ -140,8 +141,9 @@ def test_an_index_refuses_runs_measured_on_two_images(tmp_path: Path) -> None:
     for run_id, image in [("gsm8k-n1-p2-a", "a" * 64), ("gsm8k-n2-p2-b", "b" * 64), ("gsm8k-n4-p2-c", None)]:
         path = tmp_path / f"{run_id}.json"
         container = {"sha256": image} if image else None
-        summary = {"run_id": run_id, "series": ["weak"], "nodes": 1, "prompts": 2, "valid": True}
-        path.write_text(json.dumps({**summary, "provenance": {"container": container}}))
+        summary = {**dict.fromkeys(RUN_FIELDS), "run_id": run_id, "series": ["weak"], "nodes": 1, "prompts": 2}
+        record = {"summary": None, "checks": [], "valid": True, "status": "succeeded", "steps": []}
+        path.write_text(json.dumps({**summary, **record, "provenance": {"container": container}}))
         summaries.append(path)
     with pytest.raises(StudyError) as caught:
         write_index("gsm8k", summaries, {}, None, tmp_path / "index.json", tmp_path)

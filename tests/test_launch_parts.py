@@ -84,6 +84,8 @@ def _write_steps(run_dir: Path, steps: int) -> None:
         # Ray names the OOM killer for any dead worker, a killed one too: not evidence of memory.
         (["sweep"], "failed", None, "killed by SIGKILL by OOM killer ...\n", "failed", False),
         (["sweep"], "timed out", None, "torch.OutOfMemoryError\n", "timed out", False),
+        # Exit 0 and too few steps: no measurement, whatever the console says; its evidence is recorded.
+        (["sweep"], "succeeded", 2, "torch.OutOfMemoryError\n", "invalid metrics", False),
     ],
 )
 def test_what_a_runs_end_means_for_the_study(
@@ -95,4 +97,4 @@ def test_what_a_runs_end_means_for_the_study(
     outcome = judge(tmp_path, series, exit_status, configured_steps=3)
     assert (outcome.status, outcome.lands_in_runs) == (status, lands)
     assert bool(outcome.problems) == (status == "invalid metrics")
-    assert (outcome.memory_evidence is not None) == ("OutOfMemoryError" in console and exit_status != "succeeded")
+    assert (outcome.memory_evidence is not None) == ("OutOfMemoryError" in console and status != "succeeded")

@@ -11,7 +11,7 @@ import pytest
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.study.config import load_study
-from rlvr_scaling.study.plan import PendingRun, Run, build_plan, known_runs
+from rlvr_scaling.study.plan import RESOURCE_NAMES, PendingRun, Run, build_plan, known_runs
 
 from .conftest import PYTHON, REPO
 
@@ -82,7 +82,7 @@ def test_verl_arguments_and_slurm_resources() -> None:
     assert args["data.train_files"] == "/study/results/data/lumi/dapo_math/train.parquet"
     assert run.resources["nodes"] == 16 and run.resources["slurm_extra"] == "--gpus-per-node=8"
     assert run.resources["slurm_partition"] == "standard-g" and run.resources["tasks_per_node"] == 2
-    assert run.resources["cpus_per_task"] == 28
+    assert run.resources["cpus_per_task"] == 28 and tuple(run.resources) == RESOURCE_NAMES  # the rules' names
     assert run.resources["runtime"] >= 15 and run.node_hours > 0
 
 

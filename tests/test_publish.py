@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling.analysis.figures import write_figures
+from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
 from rlvr_scaling.analysis.tables import TABLES, write_tables
 from rlvr_scaling.publish.bundle import write_bundle
 from rlvr_scaling.publish.report import render_report
@@ -99,3 +100,15 @@ def test_the_bundle_holds_every_run_record_and_its_checksums_hold(published, mon
         assert f"results/summaries/{run_id}.json" in members
         assert f"results/runs/{run_id}/spec.json" in members and f"results/runs/{run_id}/job.json" in members
         assert (f"results/runs/{run_id}/metrics.jsonl" in members) != run.failed
+
+
+def test_summaries_and_indexes_read_back_to_the_json_they_were_read_from(published) -> None:
+    study = published[0]
+    summaries = sorted((study.root / "results" / "summaries").glob("*.json"))
+    assert len(summaries) == len(study.runs) and any(run.failed for run in study.runs.values())
+    for path in summaries:
+        document = json.loads(path.read_text())
+        assert RunSummary.from_json(document).to_json() == document, path.name
+    for path in study.index_paths:
+        document = json.loads(path.read_text())
+        assert DatasetIndex.from_json(document).to_json() == document, path.name

@@ -6,6 +6,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.analysis.models import Check, Measured, RunSummary, Spread
 from rlvr_scaling.analysis.selection import SelectionError, select
 from rlvr_scaling.analysis.summary import failed_summary
 from rlvr_scaling.execution.outcome import lands_in_runs, memory_evidence
@@ -22,7 +23,7 @@ def lumi_sweep_specs() -> dict[tuple[str, int], dict]:
     return {(r.dataset, r.prompts): spec_document(study, r) for r in plan if "sweep" in r.series}
 
 
-def failed_point(dataset: str, prompts: int, console: str, tmp_path: Path) -> dict:
+def failed_point(dataset: str, prompts: int, console: str, tmp_path: Path) -> RunSummary:
     """A failed sweep point's summary from the code that writes it (summarize_run hands failed runs to it),
     with the memory evidence launch finds in its console output."""
     log = tmp_path / f"console-{prompts}.log"
@@ -41,18 +42,47 @@ KILLED = (
 )
 
 
-def point(prompts: int, throughput: float | None, memory: float = 40.0, valid: bool = True) -> dict:
-    return {
-        "run_id": f"ds-n1-p{prompts}-x",
-        "prompts": prompts,
-        "gpu_memory_gb": 64,
-        "checks": [{"name": "steps_reached", "passed": valid, "detail": "20 of 20" if valid else "7 of 20"}],
-        "summary": {
-            "throughput_per_gpu": {"mean": throughput},
-            "step_time_s": {"mean": 100.0},
-            "peak_memory_gb": memory,
-        },
-    }
+def point(prompts: int, throughput: float, memory: float = 40.0, valid: bool = True) -> RunSummary:
+    """A sweep point's summary with the figures the selection reads; the rest plausible."""
+
+    def spread(mean: float) -> Spread:
+        return Spread(mean, 0.0, 19)
+
+    measured = Measured(
+        n_steps=20,
+        steps_used=19,
+        warmup_steps=1,
+        n_gpus=8,
+        step_time_s=spread(100.0),
+        tokens_per_step=spread(1e6),
+        throughput_per_gpu=spread(throughput),
+        phases_s={},
+        response_length=spread(300.0),
+        response_clip_ratio=spread(0.0),
+        peak_memory_gb=memory,
+        throughput_cross_check={},
+    )
+    return RunSummary(
+        run_id=f"ds-n1-p{prompts}-x",
+        dataset="ds",
+        series=["sweep"],
+        nodes=1,
+        gpus=8,
+        prompts=prompts,
+        trajectories=prompts * 8,
+        trajectories_per_engine=prompts * 8 / 8,
+        concurrency=prompts * 8,
+        max_response_length=1024,
+        memory_settings={},
+        site="lumi",
+        gpu_memory_gb=64,
+        measured=measured,
+        checks=[Check("steps_reached", valid, "20 of 20" if valid else "7 of 20")],
+        valid=valid,
+        status="succeeded",
+        steps=[],
+        provenance={},
+    )
 
 
 def test_saturation_picks_the_smallest_point_within_tolerance() -> None:
@@ -87,7 +117,7 @@ def test_a_point_that_failed_for_another_reason_stops_the_selection_naming_it(tm
         select("dapo_math", sweep, 0.98, 0.02)
     message = str(caught.value)
     assert "10 prompts" in message and "failed without running out of memory" in message
-    assert sweep[1]["run_id"] in message
+    assert sweep[1].run_id in message
 
 
 def test_a_smaller_point_over_the_cap_than_a_larger_one_that_fits_is_reported(tmp_path: Path) -> None:

@@ -100,9 +100,9 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.summary import summarize_run
 
     summary = summarize_run(Path(args.run_dir))
-    write_json(Path(args.output), summary)
-    failed = [c["detail"] for c in summary["checks"] if not c["passed"]]
-    print(f"{summary['run_id']}: {'valid' if summary['valid'] else 'INVALID: ' + '; '.join(failed)}")
+    write_json(Path(args.output), summary.to_json())
+    failed = "; ".join(c.detail for c in summary.failed_checks())
+    print(f"{summary.run_id}: {'valid' if summary.valid else 'INVALID: ' + failed}")
     return 0
 
 

@@ -1,5 +1,5 @@
-"""Files and directories written whole or not at all, files rewritten only when their content changes, file
-digests."""
+"""Files and directories written whole or not at all, file digests, the one JSON layout, paths named
+relative to the study's root."""
 
 from __future__ import annotations
 
@@ -39,13 +39,6 @@ def print_json(value: Any, stream: IO[str]) -> None:
 
 def write_json(path: Path, value: Any) -> None:
     write_text_atomically(path, json_text(value))
-
-
-def write_text_if_changed(path: Path, text: str) -> str:
-    """Rewrite only a changed file: its time stamp is what Snakemake's mtime trigger reads."""
-    if not path.exists() or path.read_text() != text:
-        write_text_atomically(path, text)
-    return str(path)
 
 
 def relative_to_root(path: Path, root: Path) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.selection_io import current_plan
+from rlvr_scaling.analysis.selection_io import current_plan, sweep_run_ids
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.preflight import preflight_defines, preflight_nodes
 from rlvr_scaling.execution.storage import link_results
@@ -92,8 +92,7 @@ class Lookup:
         return self._cache
 
     def sweep_run_ids(self, dataset: str) -> list[str]:
-        runs = dataset_runs(self.study, dataset, None, self.root)
-        return [r.run_id for r in known_runs(runs) if "sweep" in r.series]
+        return sweep_run_ids(self.study, dataset, self.root)
 
     def series_run_ids(self, dataset: str, selected: int, series: str) -> list[str]:
         runs = dataset_runs(self.study, dataset, selected, self.root)

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults  # noqa: E402
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD, mean, sample_std  # noqa: E402
 from rlvr_scaling.analysis.tables import ALL_PHASES, per_step_throughput, per_step_time  # noqa: E402
@@ -31,7 +32,7 @@ PHASE_LABELS = {
 
 def steps_note(results: StudyResults) -> str:
     """What the error bars are, with the warm-up the runs' summaries say they left out."""
-    warmups = sorted({s["summary"]["warmup_steps"] for s in results.summaries.values() if s.get("summary")})
+    warmups = sorted({s.measured.warmup_steps for s in results.summaries.values() if s.measured})
     if len(warmups) == 1:
         excluded = f"the first {warmups[0]} step(s) excluded as warm-up" if warmups[0] else "no warm-up excluded"
     else:
@@ -47,17 +48,17 @@ def _save(fig: Any, output: Path, name: str, captions: dict[str, str], caption: 
     captions[name] = caption
 
 
-def _runs_note(runs: list[dict[str, Any]]) -> str:
-    return "Runs: " + ", ".join(r["run_id"] for r in runs) + "."
+def _runs_note(runs: list[RunSummary]) -> str:
+    return "Runs: " + ", ".join(r.run_id for r in runs) + "."
 
 
 def figure_phases(results: StudyResults, output: Path, captions: dict[str, str]) -> None:
-    ones = [s for d in results.datasets() for s in results.series(d, "weak") if s["nodes"] == 1]
+    ones = [s for d in results.datasets() for s in results.series(d, "weak") if s.nodes == 1]
     fig, ax = plt.subplots(figsize=(7, 1.8 + 0.8 * max(1, len(ones))))
     for row, s in enumerate(ones):
         left = 0.0
         for i, phase in enumerate(ALL_PHASES):
-            width = s["summary"]["phases_s"][phase]["mean"]
+            width = s.measured.phases_s[phase].mean
             ax.barh(
                 row,
                 width,
@@ -68,7 +69,7 @@ def figure_phases(results: StudyResults, output: Path, captions: dict[str, str])
                 label=PHASE_LABELS[phase] if row == 0 else None,
             )
             left += width
-    ax.set_yticks(range(len(ones)), [s["dataset"] for s in ones])
+    ax.set_yticks(range(len(ones)), [s.dataset for s in ones])
     ax.set_xlabel("time per step (s)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, fontsize="small", frameon=False)
     _save(
@@ -94,7 +95,7 @@ def _series_plot(results: StudyResults, series: str, value: Any, ylabel: str, id
     used = []
     for i, dataset in enumerate(results.datasets()):
         runs = results.series(dataset, series)
-        points = [(s["nodes"], *value(s, runs)) for s in runs]
+        points = [(s.nodes, *value(s, runs)) for s in runs]
         points = [p for p in points if p[1] is not None]
         if not points:
             continue
@@ -112,15 +113,15 @@ def _series_plot(results: StudyResults, series: str, value: Any, ylabel: str, id
         )
         if ideal is not None:
             ax.plot(nodes, [ideal(n) for n in nodes], linestyle=":", color="grey", label="ideal" if i == 0 else None)
-    _node_axis(ax, [s["nodes"] for s in used])
+    _node_axis(ax, [s.nodes for s in used])
     ax.set_ylabel(ylabel)
     ax.legend()
     return fig, used
 
 
 def figure_weak_efficiency(results: StudyResults, output: Path, captions: dict[str, str]) -> None:
-    def value(s: dict[str, Any], runs: list[dict[str, Any]]) -> tuple[float | None, float]:
-        base = next((r for r in runs if r["nodes"] == 1), None)
+    def value(s: RunSummary, runs: list[RunSummary]) -> tuple[float | None, float]:
+        base = next((r for r in runs if r.nodes == 1), None)
         if base is None:
             return None, 0.0
         reference = mean(per_step_throughput(base))
@@ -140,8 +141,8 @@ def figure_weak_efficiency(results: StudyResults, output: Path, captions: dict[s
 
 
 def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: Path, captions: dict[str, str]) -> None:
-    def value(s: dict[str, Any], runs: list[dict[str, Any]]) -> tuple[float | None, float]:
-        ref = next((r for r in runs if r["nodes"] == reference_nodes), None)
+    def value(s: RunSummary, runs: list[RunSummary]) -> tuple[float | None, float]:
+        ref = next((r for r in runs if r.nodes == reference_nodes), None)
         if ref is None:
             return None, 0.0
         reference = mean(per_step_time(ref))
@@ -172,18 +173,18 @@ def figure_phase_times(
         runs = results.series(dataset, series)
         used += runs
         for i, phase in enumerate(ALL_PHASES):
-            phases = [s["summary"]["phases_s"][phase] for s in runs]
+            phases = [s.measured.phases_s[phase] for s in runs]
             ax.errorbar(
-                [s["nodes"] for s in runs],
-                [p["mean"] for p in phases],
-                yerr=[p["std"] for p in phases],
+                [s.nodes for s in runs],
+                [p.mean for p in phases],
+                yerr=[p.std for p in phases],
                 marker=MARKERS[i % len(MARKERS)],
                 linestyle=LINES[i % len(LINES)],
                 color="black",
                 capsize=3,
                 label=PHASE_LABELS[phase],
             )
-        _node_axis(ax, [s["nodes"] for s in runs] or [1])
+        _node_axis(ax, [s.nodes for s in runs] or [1])
         ax.set_title(dataset)
         ax.set_ylabel("time per step (s)")
     axes[0][0].legend(fontsize="small")
@@ -191,18 +192,18 @@ def figure_phase_times(
 
 
 def figure_sweep(results: StudyResults, output: Path, captions: dict[str, str]) -> None:
-    indexes = [i for i in results.indexes if i.get("selection") and i["selection"].get("points")]
+    indexes = [i for i in results.indexes if i.selection and i.selection.get("points")]
     if not indexes:
         return
     fig, axes = plt.subplots(2, len(indexes), figsize=(5 * len(indexes), 6), squeeze=False, sharex="col")
     for col, index in enumerate(indexes):
-        selection = index["selection"]
+        selection = index.selection
         points = [p for p in selection["points"] if p["throughput_per_gpu"] is not None]
         chosen = selection["selected"]["prompts"]
         top, bottom = axes[0][col], axes[1][col]
         top.plot([p["prompts"] for p in points], [p["throughput_per_gpu"] for p in points], "o-", color="black")
         top.axvline(chosen, linestyle="--", color="grey", label=f"selected: {chosen} prompts")
-        top.set_title(index["dataset"])
+        top.set_title(index.dataset)
         top.set_ylabel("throughput per GPU (tokens/s)")
         top.legend(fontsize="small")
         mem = [p for p in points if p["peak_memory_gb"] is not None]

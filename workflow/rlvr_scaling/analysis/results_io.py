@@ -7,37 +7,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.analysis.models import DatasetIndex, IndexedRun, RunSummary
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import relative_to_root, write_json
 
 
 @dataclass
 class StudyResults:
-    indexes: list[dict[str, Any]]
-    summaries: dict[str, dict[str, Any]]
+    indexes: list[DatasetIndex]
+    summaries: dict[str, RunSummary]
 
     def datasets(self) -> list[str]:
-        return [index["dataset"] for index in self.indexes]
+        return [index.dataset for index in self.indexes]
 
-    def index(self, dataset: str) -> dict[str, Any]:
-        return next(i for i in self.indexes if i["dataset"] == dataset)
+    def index(self, dataset: str) -> DatasetIndex:
+        return next(i for i in self.indexes if i.dataset == dataset)
 
-    def series(self, dataset: str, series: str) -> list[dict[str, Any]]:
+    def series(self, dataset: str, series: str) -> list[RunSummary]:
         """Valid summaries of one series, by node count."""
-        runs = [self.summaries[r["run_id"]] for r in self.index(dataset)["runs"] if series in r["series"]]
-        return sorted((s for s in runs if s["valid"]), key=lambda s: s["nodes"])
+        runs = [self.summaries[r.run_id] for r in self.index(dataset).runs if series in r.series]
+        return sorted((s for s in runs if s.valid), key=lambda s: s.nodes)
 
-    def invalid(self) -> list[dict[str, Any]]:
-        return [s for s in self.summaries.values() if not s["valid"]]
+    def invalid(self) -> list[RunSummary]:
+        return [s for s in self.summaries.values() if not s.valid]
 
 
-def one_image(dataset: str, summaries: dict[str, dict[str, Any]]) -> str | None:
+def one_image(dataset: str, summaries: dict[str, RunSummary]) -> str | None:
     """The engine image's sha256 that every measured run of the dataset recorded. Run ids name what
-    an image is made of, not the built file (container.image_identity): runs measured on two builds
+    an image is made of, not the built file (inputs.container.image_identity): runs measured on two builds
     must not stand in one table."""
     images: dict[str, list[str]] = {}
     for run_id, summary in summaries.items():
-        image = ((summary.get("provenance") or {}).get("container") or {}).get("sha256")
+        image = (summary.provenance.get("container") or {}).get("sha256")
         if image:
             images.setdefault(image, []).append(run_id)
     if len(images) > 1:
@@ -60,28 +61,24 @@ def write_index(
 ) -> None:
     """`series` maps run ids to the series the plan puts them in now: a sweep run learns that it is
     also the 1-node weak run only once the selection exists, after it ran."""
-    runs = []
     summaries = {}
+    runs = []
     for path in summary_paths:
-        summary = json.loads(path.read_text())
-        summaries[summary["run_id"]] = summary
+        summary = RunSummary.from_json(json.loads(path.read_text()))
+        summaries[summary.run_id] = summary
         runs.append(
-            {
-                "run_id": summary["run_id"],
-                "series": series.get(summary["run_id"], summary["series"]),
-                "nodes": summary["nodes"],
-                "prompts": summary["prompts"],
-                "valid": summary["valid"],
-                "summary": relative_to_root(path, root),
-            }
+            IndexedRun(
+                run_id=summary.run_id,
+                series=series.get(summary.run_id, summary.series),
+                nodes=summary.nodes,
+                prompts=summary.prompts,
+                valid=summary.valid,
+                summary=relative_to_root(path, root),
+            )
         )
-    document = {
-        "dataset": dataset,
-        "selection": selection,
-        "image_sha256": one_image(dataset, summaries),
-        "runs": sorted(runs, key=lambda r: (r["nodes"], r["prompts"])),
-    }
-    write_json(output, document)
+    image = one_image(dataset, summaries)
+    index = DatasetIndex(dataset, selection, image, sorted(runs, key=lambda r: (r.nodes, r.prompts)))
+    write_json(output, index.to_json())
 
 
 def index_dataset(
@@ -103,11 +100,11 @@ def index_dataset(
 
 def load_results(index_paths: list[Path], root: Path) -> StudyResults:
     """The indexes and every summary they name (a relative name is under `root`, the study's root)."""
-    indexes = [json.loads(p.read_text()) for p in index_paths]
+    indexes = [DatasetIndex.read(path) for path in index_paths]
     summaries = {}
     for index in indexes:
-        for run in index["runs"]:
-            summary = json.loads((root / run["summary"]).read_text())
-            summary["series"] = run["series"]
-            summaries[run["run_id"]] = summary
+        for run in index.runs:
+            summary = RunSummary.from_json(json.loads((root / run.summary).read_text()))
+            summary.series = run.series
+            summaries[run.run_id] = summary
     return StudyResults(indexes, summaries)

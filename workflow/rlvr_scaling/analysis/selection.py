@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.errors import StudyError
 
 
@@ -20,30 +21,29 @@ class SelectionError(StudyError):
     """No sweep point can be selected; the message lists every point and why."""
 
 
-def point_row(summary: dict[str, Any], cap_gb: float) -> dict[str, Any]:
-    figures = summary.get("summary") or {}
-    peak = figures.get("peak_memory_gb")
-    throughput = (figures.get("throughput_per_gpu") or {}).get("mean")
-    reasons = [f"{c['name']}: {c['detail']}" for c in summary.get("checks", []) if not c["passed"]]
+def point_row(summary: RunSummary, cap_gb: float) -> dict[str, Any]:
+    measured = summary.measured
+    peak = measured.peak_memory_gb if measured else None
+    throughput = measured.throughput_per_gpu.mean if measured else None
+    reasons = [f"{c.name}: {c.detail}" for c in summary.failed_checks()]
     over_cap = False
-    if summary.get("status") == "failed":
-        evidence = summary.get("memory_evidence")
-        if not evidence:
+    if summary.status == "failed":
+        if not summary.memory_evidence:
             raise SelectionError(
-                f"sweep point {summary['prompts']} prompts ({summary['run_id']}) failed without running out of "
-                f"memory ({summary.get('failure', 'see its console.log')}): that is no measurement of the memory "
-                f"bound; delete results/runs/{summary['run_id']} to run it again"
+                f"sweep point {summary.prompts} prompts ({summary.run_id}) failed without running out of "
+                f"memory ({summary.failure or 'see its console.log'}): that is no measurement of the memory "
+                f"bound; delete results/runs/{summary.run_id} to run it again"
             )
-        reasons.insert(0, f"ran out of memory ({evidence}): over the cap")
+        reasons.insert(0, f"ran out of memory ({summary.memory_evidence}): over the cap")
         over_cap = True
     elif peak is not None and peak > cap_gb:
         reasons.append(f"peak memory {peak:.2f} GB over the cap {cap_gb:.2f} GB")
         over_cap = True
     return {
-        "prompts": summary["prompts"],
-        "run_id": summary["run_id"],
+        "prompts": summary.prompts,
+        "run_id": summary.run_id,
         "throughput_per_gpu": throughput,
-        "step_time_s": (figures.get("step_time_s") or {}).get("mean"),
+        "step_time_s": measured.step_time_s.mean if measured else None,
         "peak_memory_gb": peak,
         "eligible": not reasons and throughput is not None,
         "over_cap": over_cap,
@@ -64,12 +64,10 @@ def contradictions(points: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def select(
-    dataset: str, summaries: list[dict[str, Any]], memory_cap_fraction: float, tolerance: float
-) -> dict[str, Any]:
+def select(dataset: str, summaries: list[RunSummary], memory_cap_fraction: float, tolerance: float) -> dict[str, Any]:
     if not summaries:
         raise SelectionError(f"no sweep points for {dataset}")
-    cap_gb = memory_cap_fraction * summaries[0]["gpu_memory_gb"]
+    cap_gb = memory_cap_fraction * summaries[0].gpu_memory_gb
     points = sorted((point_row(s, cap_gb) for s in summaries), key=lambda p: p["prompts"])
     eligible = [p for p in points if p["eligible"]]
     if not eligible:
@@ -109,5 +107,5 @@ def select(
 def select_from_files(study: Any, dataset: str, summary_paths: list[Path]) -> dict[str, Any]:
     """The selection by the study's rule, from the sweep's summary files."""
     rule = study.config["selection_rule"]
-    summaries = [json.loads(path.read_text()) for path in summary_paths]
+    summaries = [RunSummary.from_json(json.loads(path.read_text())) for path in summary_paths]
     return select(dataset, summaries, rule["memory_cap_fraction"], rule["tolerance"])

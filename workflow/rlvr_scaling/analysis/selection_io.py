@@ -34,12 +34,12 @@ def read_selection_file(path: Path) -> int:
         raise StudyError(f"{path} is not a selection artifact ({exc}); delete it to recompute the selection") from None
 
 
+def sweep_run_ids(study: Study, dataset: str, root: Path) -> list[str]:
+    return [r.run_id for r in known_runs(dataset_runs(study, dataset, None, root)) if "sweep" in r.series]
+
+
 def read_selections(root: Path, study: Study) -> dict[str, int | None]:
-    selections = {}
-    for dataset in study.datasets:
-        sweep = {r.run_id for r in known_runs(dataset_runs(study, dataset, None, root)) if "sweep" in r.series}
-        selections[dataset] = read_selection(root, dataset, sweep)
-    return selections
+    return {d: read_selection(root, d, set(sweep_run_ids(study, d, root))) for d in study.datasets}
 
 
 def current_plan(study: Study, root: Path) -> list[PlannedRun]:

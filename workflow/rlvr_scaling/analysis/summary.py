@@ -9,14 +9,15 @@ from typing import Any
 
 from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
 from rlvr_scaling.analysis.metrics_file import measurement_problems
+from rlvr_scaling.analysis.models import Check, Measured, RunSummary
 from rlvr_scaling.fsutil import sha256_file
 
 
-def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
-    return {"name": name, "passed": bool(passed), "detail": detail}
+def _check(name: str, passed: bool, detail: str) -> Check:
+    return Check(name, bool(passed), detail)
 
 
-def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]) -> dict[str, Any]:
+def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]) -> Check:
     problems = measurement_problems(steps, reader_problems, run["steps"])
     if not problems:
         return _check(
@@ -28,7 +29,7 @@ def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_p
 
 def validity_checks(
     run: dict[str, Any], study: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]
-) -> list[dict[str, Any]]:
+) -> list[Check]:
     """Named checks; the ones after `measurement` read only the numeric values, so a broken record is
     reported by it and never raises here."""
     expected_lr = float(study["algorithm"]["lr"])
@@ -85,24 +86,24 @@ def _identity_fields(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> RunSummary:
     """A sweep point that failed: no figures, the failure as its reason, and the sign that it ran out of
     memory if its console had one (only such points land in results/runs/, see outcome.py)."""
     failure = "; ".join(job.get("problems") or []) or f"exit status {job.get('exit_status')}"
-    return {
+    return RunSummary(
         **_identity_fields(spec),
-        "summary": None,
-        "checks": [_check("run_completed", False, f"{job.get('status')}: {failure}")],
-        "valid": False,
-        "status": "failed",
-        "failure": failure,
-        "memory_evidence": job.get("memory_evidence"),
-        "steps": [],
-        "provenance": {"slurm_job_id": job.get("slurm_job_id"), "start": job.get("start"), "end": job.get("end")},
-    }
+        measured=None,
+        checks=[_check("run_completed", False, f"{job.get('status')}: {failure}")],
+        valid=False,
+        status="failed",
+        failure=failure,
+        memory_evidence=job.get("memory_evidence"),
+        steps=[],
+        provenance={"slurm_job_id": job.get("slurm_job_id"), "start": job.get("start"), "end": job.get("end")},
+    )
 
 
-def summarize_run(run_dir: Path) -> dict[str, Any]:
+def summarize_run(run_dir: Path) -> RunSummary:
     spec = json.loads((run_dir / "spec.json").read_text())
     job = json.loads((run_dir / "job.json").read_text())
     run = spec["run"]
@@ -114,14 +115,14 @@ def summarize_run(run_dir: Path) -> dict[str, Any]:
     steps, problems, reader = read_steps(source)
     n_gpus = run["nodes"] * run["gpus_per_node"]
     checks = validity_checks(run, spec["study"], steps, problems)
-    return {
+    return RunSummary(
         **_identity_fields(spec),
-        "summary": summarize_steps(steps, n_gpus, run["warmup_steps"]),
-        "checks": checks,
-        "valid": all(c["passed"] for c in checks),
-        "status": "succeeded",
-        "steps": steps,
-        "provenance": {
+        measured=Measured.from_json(summarize_steps(steps, n_gpus, run["warmup_steps"])),
+        checks=checks,
+        valid=all(c.passed for c in checks),
+        status="succeeded",
+        steps=steps,
+        provenance={
             "metrics_file": source.name,
             "reader": reader,
             "metrics_sha256": sha256_file(source),
@@ -133,4 +134,4 @@ def summarize_run(run_dir: Path) -> dict[str, Any]:
             "start": job.get("start"),
             "end": job.get("end"),
         },
-    }
+    )

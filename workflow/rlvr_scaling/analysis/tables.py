@@ -12,27 +12,25 @@ from typing import Any
 
 from rlvr_scaling.analysis import scaling
 from rlvr_scaling.analysis.metrics import PHASES, throughput_per_gpu
+from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import bootstrap_ci, row_mean_ratio
 
 ALL_PHASES = (*PHASES, "other")
+NO_INTERVAL = (math.nan, math.nan)
 
 
-def measured(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    warmup = summary["summary"]["warmup_steps"]
-    return [s for s in summary["steps"] if s["step"] > warmup]
+def per_step_throughput(summary: RunSummary) -> list[float]:
+    return [throughput_per_gpu(s, summary.gpus) for s in summary.measured_steps()]
 
 
-def per_step_throughput(summary: dict[str, Any]) -> list[float]:
-    return [throughput_per_gpu(s, summary["gpus"]) for s in measured(summary)]
+def per_step_time(summary: RunSummary) -> list[float]:
+    return [float(s["timing_s/step"]) for s in summary.measured_steps()]
 
 
-def per_step_time(summary: dict[str, Any]) -> list[float]:
-    return [float(s["timing_s/step"]) for s in measured(summary)]
-
-
-def phase_means(summary: dict[str, Any]) -> dict[str, float]:
-    return {p: summary["summary"]["phases_s"][p]["mean"] for p in ALL_PHASES}
+def phase_means(summary: RunSummary) -> dict[str, float]:
+    assert summary.measured is not None
+    return {p: summary.measured.phases_s[p].mean for p in ALL_PHASES}
 
 
 def ratio_interval(numerator: list[float], denominator: list[float], same_run: bool) -> tuple[float, float]:
@@ -47,29 +45,29 @@ def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
         series = results.series(dataset, "weak")
-        base = next((s for s in series if s["nodes"] == 1), None)
+        base = next((s for s in series if s.nodes == 1), None)
         for s in series:
-            thr = s["summary"]["throughput_per_gpu"]
+            thr = s.measured.throughput_per_gpu
             row = {
                 "dataset": dataset,
-                "nodes": s["nodes"],
-                "gpus": s["gpus"],
-                "prompts": s["prompts"],
-                "trajectories": s["trajectories"],
-                "step_time_s": s["summary"]["step_time_s"]["mean"],
-                "step_time_std_s": s["summary"]["step_time_s"]["std"],
-                "throughput_per_gpu": thr["mean"],
-                "throughput_per_gpu_std": thr["std"],
-                "throughput_per_gpu_ci_low": thr["ci95"][0],
-                "throughput_per_gpu_ci_high": thr["ci95"][1],
+                "nodes": s.nodes,
+                "gpus": s.gpus,
+                "prompts": s.prompts,
+                "trajectories": s.trajectories,
+                "step_time_s": s.measured.step_time_s.mean,
+                "step_time_std_s": s.measured.step_time_s.std,
+                "throughput_per_gpu": thr.mean,
+                "throughput_per_gpu_std": thr.std,
+                "throughput_per_gpu_ci_low": thr.ci95[0],
+                "throughput_per_gpu_ci_high": thr.ci95[1],
                 "efficiency": math.nan,
                 "efficiency_ci_low": math.nan,
                 "efficiency_ci_high": math.nan,
-                "run_id": s["run_id"],
-                "base_run_id": base["run_id"] if base else None,
+                "run_id": s.run_id,
+                "base_run_id": base.run_id if base else None,
             }
             if base:
-                row["efficiency"] = scaling.weak_efficiency(thr["mean"], base["summary"]["throughput_per_gpu"]["mean"])
+                row["efficiency"] = scaling.weak_efficiency(thr.mean, base.measured.throughput_per_gpu.mean)
                 row["efficiency_ci_low"], row["efficiency_ci_high"] = ratio_interval(
                     per_step_throughput(s), per_step_throughput(base), same_run=s is base
                 )
@@ -81,32 +79,32 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
     rows = []
     for dataset in results.datasets():
         series = results.series(dataset, "strong")
-        ref = next((s for s in series if s["nodes"] == reference_nodes), None)
+        ref = next((s for s in series if s.nodes == reference_nodes), None)
         for s in series:
-            time_n = s["summary"]["step_time_s"]["mean"]
+            time_n = s.measured.step_time_s.mean
             row = {
                 "dataset": dataset,
-                "nodes": s["nodes"],
-                "gpus": s["gpus"],
-                "prompts": s["prompts"],
-                "trajectories_per_engine": s["trajectories_per_engine"],
+                "nodes": s.nodes,
+                "gpus": s.gpus,
+                "prompts": s.prompts,
+                "trajectories_per_engine": s.trajectories_per_engine,
                 "step_time_s": time_n,
-                "step_time_std_s": s["summary"]["step_time_s"]["std"],
+                "step_time_std_s": s.measured.step_time_s.std,
                 # summaries written before the interval was added have none (NaN, shown empty)
-                "step_time_ci_low_s": s["summary"]["step_time_s"].get("ci95", [math.nan, math.nan])[0],
-                "step_time_ci_high_s": s["summary"]["step_time_s"].get("ci95", [math.nan, math.nan])[1],
+                "step_time_ci_low_s": (s.measured.step_time_s.ci95 or NO_INTERVAL)[0],
+                "step_time_ci_high_s": (s.measured.step_time_s.ci95 or NO_INTERVAL)[1],
                 "speedup": math.nan,
                 "speedup_ci_low": math.nan,
                 "speedup_ci_high": math.nan,
-                "ideal_speedup": scaling.ideal_speedup(s["nodes"], reference_nodes),
+                "ideal_speedup": scaling.ideal_speedup(s.nodes, reference_nodes),
                 "efficiency": math.nan,
-                "run_id": s["run_id"],
-                "reference_run_id": ref["run_id"] if ref else None,
+                "run_id": s.run_id,
+                "reference_run_id": ref.run_id if ref else None,
             }
             if ref:
-                time_ref = ref["summary"]["step_time_s"]["mean"]
+                time_ref = ref.measured.step_time_s.mean
                 row["speedup"] = scaling.strong_speedup(time_ref, time_n)
-                row["efficiency"] = scaling.strong_efficiency(time_ref, time_n, s["nodes"], reference_nodes)
+                row["efficiency"] = scaling.strong_efficiency(time_ref, time_n, s.nodes, reference_nodes)
                 row["speedup_ci_low"], row["speedup_ci_high"] = ratio_interval(
                     per_step_time(ref), per_step_time(s), same_run=s is ref
                 )
@@ -119,13 +117,13 @@ def phase_rows(results: StudyResults) -> list[dict[str, Any]]:
     for dataset in results.datasets():
         for series in ("weak", "strong"):
             for s in results.series(dataset, series):
-                phases = s["summary"]["phases_s"]
-                row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": s["nodes"]}
+                phases = s.measured.phases_s
+                row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": s.nodes}
                 for p in ALL_PHASES:
-                    row[f"{p}_s"] = phases[p]["mean"]
-                    row[f"{p}_std_s"] = phases[p]["std"]
-                row["step_s"] = s["summary"]["step_time_s"]["mean"]
-                row["run_id"] = s["run_id"]
+                    row[f"{p}_s"] = phases[p].mean
+                    row[f"{p}_std_s"] = phases[p].std
+                row["step_s"] = s.measured.step_time_s.mean
+                row["run_id"] = s.run_id
                 rows.append(row)
     return rows
 
@@ -136,26 +134,26 @@ def extra_time_rows(results: StudyResults, reference_nodes: int) -> list[dict[st
     for dataset in results.datasets():
         for series, base_nodes in (("weak", 1), ("strong", reference_nodes)):
             runs = results.series(dataset, series)
-            base = next((s for s in runs if s["nodes"] == base_nodes), None)
+            base = next((s for s in runs if s.nodes == base_nodes), None)
             if not base:
                 continue
             for s in runs:
-                if s["nodes"] <= base_nodes:
+                if s.nodes <= base_nodes:
                     continue
                 ideal = {
-                    p: scaling.ideal_phase_time(v, base_nodes, s["nodes"], series) for p, v in phase_means(base).items()
+                    p: scaling.ideal_phase_time(v, base_nodes, s.nodes, series) for p, v in phase_means(base).items()
                 }
                 shares = scaling.extra_time_shares(phase_means(s), ideal)
                 row: dict[str, Any] = {
                     "dataset": dataset,
                     "series": series,
                     "from_nodes": base_nodes,
-                    "nodes": s["nodes"],
+                    "nodes": s.nodes,
                 }
                 for p in ALL_PHASES:
                     row[f"{p}_extra_s"] = shares[p]["extra_s"]
                     row[f"{p}_share"] = shares[p]["share"]
-                row["run_id"], row["base_run_id"] = s["run_id"], base["run_id"]
+                row["run_id"], row["base_run_id"] = s.run_id, base.run_id
                 rows.append(row)
     return rows
 
@@ -163,27 +161,28 @@ def extra_time_rows(results: StudyResults, reference_nodes: int) -> list[dict[st
 def table1_rows(results: StudyResults) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
-        one = next((s for s in results.series(dataset, "weak") if s["nodes"] == 1), None)
+        one = next((s for s in results.series(dataset, "weak") if s.nodes == 1), None)
         if not one:
             continue
-        summary = one["summary"]
-        memory = one["memory_settings"]
+        measured = one.measured
+        assert measured is not None
+        memory = one.memory_settings
         rows.append(
             {
                 "dataset": dataset,
-                "prompts": one["prompts"],
-                "trajectories": one["trajectories"],
-                "response_cap": one["max_response_length"],
-                "mean_response_length": summary["response_length"]["mean"],
-                "share_at_cap": summary["response_clip_ratio"]["mean"],
-                "concurrency_per_engine": one["concurrency"],
+                "prompts": one.prompts,
+                "trajectories": one.trajectories,
+                "response_cap": one.max_response_length,
+                "mean_response_length": measured.response_length.mean,
+                "share_at_cap": measured.response_clip_ratio.mean,
+                "concurrency_per_engine": one.concurrency,
                 "recompute": memory["recompute"],
                 "offload": memory["offload"],
                 "token_budget": memory["token_budget"],
-                "step_time_s": summary["step_time_s"]["mean"],
-                "throughput_per_gpu": summary["throughput_per_gpu"]["mean"],
-                "peak_memory_gb": summary["peak_memory_gb"],
-                "run_id": one["run_id"],
+                "step_time_s": measured.step_time_s.mean,
+                "throughput_per_gpu": measured.throughput_per_gpu.mean,
+                "peak_memory_gb": measured.peak_memory_gb,
+                "run_id": one.run_id,
             }
         )
     return rows
@@ -192,11 +191,11 @@ def table1_rows(results: StudyResults) -> list[dict[str, Any]]:
 def sweep_rows(results: StudyResults) -> list[dict[str, Any]]:
     rows = []
     for index in results.indexes:
-        selection = index.get("selection") or {}
+        selection = index.selection or {}
         for p in selection.get("points", []):
             rows.append(
                 {
-                    "dataset": index["dataset"],
+                    "dataset": index.dataset,
                     "prompts": p["prompts"],
                     "throughput_per_gpu": p["throughput_per_gpu"],
                     "step_time_s": p["step_time_s"],
@@ -213,10 +212,10 @@ def sweep_rows(results: StudyResults) -> list[dict[str, Any]]:
 def invalid_rows(results: StudyResults) -> list[dict[str, Any]]:
     return [
         {
-            "run_id": s["run_id"],
-            "dataset": s["dataset"],
-            "nodes": s["nodes"],
-            "reasons": "; ".join(f"{c['name']}: {c['detail']}" for c in s["checks"] if not c["passed"]),
+            "run_id": s.run_id,
+            "dataset": s.dataset,
+            "nodes": s.nodes,
+            "reasons": "; ".join(f"{c.name}: {c.detail}" for c in s.failed_checks()),
         }
         for s in results.invalid()
     ]

@@ -45,7 +45,7 @@ def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -
     if not manifest_path.exists():
         raise StudyError(f"dataset {run.dataset} is missing: {manifest_path} (run the data stage first)")
     rows = json.loads(manifest_path.read_text())["files"]["train"]["rows"]
-    if run.prompts is not None and rows < run.prompts:
+    if rows < run.prompts:
         raise StudyError(
             f"run {run.run_id} needs {run.prompts} prompts per step but {run.dataset} has only {rows} training rows"
         )

@@ -58,6 +58,6 @@ def judge(run_dir: Path, series: list[str], exit_status: str, configured_steps: 
             problems = measurement_problems(steps, read_problems, configured_steps)
         if problems:
             status = "invalid metrics"
-    else:
+    if status != "succeeded":
         evidence = memory_evidence(run_dir / "console.log")
     return Outcome(status, problems, evidence, lands_in_runs(series, status, evidence))

@@ -21,7 +21,6 @@ LOGGER_ARG = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
 
 def render_command(study: Study, run: Run, root: Path, launcher_args: list[str]) -> str:
     """command.sh: the exact command, runnable by hand from any copy of the run directory."""
-    assert run.verl_args is not None
     # Hydra's own record of the resolved config lands in hydra/.hydra/ of the run directory.
     args = [*run.verl_args, "hydra.run.dir=hydra", *launcher_args]
     lines = [

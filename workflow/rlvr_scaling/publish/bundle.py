@@ -20,12 +20,12 @@ def _files(
 ) -> list[Path]:
     files = [report, *sorted(tables.iterdir()), *sorted(figures.iterdir()), *indexes]
     for index in results.indexes:
-        selection = paths.selection_file(root, index["dataset"])
+        selection = paths.selection_file(root, index.dataset)
         if selection.exists():
             files.append(selection)
-        for run in index["runs"]:
-            files.append(root / run["summary"])
-            run_dir = paths.run_dir(root, run["run_id"])
+        for run in index.runs:
+            files.append(root / run.summary)
+            run_dir = paths.run_dir(root, run.run_id)
             files += [run_dir / name for name in RUN_FILES if (run_dir / name).exists()]
     return files
 

@@ -34,13 +34,11 @@ def render_report(study: dict[str, Any], results: StudyResults, tables: Path, fi
         "",
     ]
     for index in results.indexes:
-        selection = index.get("selection")
+        selection = index.selection
         if selection and selection.get("reason"):
-            lines.append(f"- **{index['dataset']}**: {selection['reason']}.")
+            lines.append(f"- **{index.dataset}**: {selection['reason']}.")
         elif selection:
-            lines.append(
-                f"- **{index['dataset']}**: pinned to {selection.get('prompts')} prompts per node in the config."
-            )
+            lines.append(f"- **{index.dataset}**: pinned to {selection.get('prompts')} prompts per node in the config.")
     lines += ["", "## Tables", ""]
     for name in TABLES:
         path = tables / f"{name}.md"
@@ -53,8 +51,8 @@ def render_report(study: dict[str, Any], results: StudyResults, tables: Path, fi
     lines += ["## Runs left out", ""]
     if invalid:
         for s in invalid:
-            reasons = "; ".join(f"{c['name']}: {c['detail']}" for c in s["checks"] if not c["passed"])
-            lines.append(f"- `{s['run_id']}`: {reasons}")
+            reasons = "; ".join(f"{c.name}: {c.detail}" for c in s.failed_checks())
+            lines.append(f"- `{s.run_id}`: {reasons}")
     else:
         lines.append("None: every run passed its validity checks.")
     text = "\n".join(lines) + "\n"
