@@ -53,8 +53,8 @@ rule tables:
         cli=CLI,
         study=STUDY_ARGS,
         # For the caption in Snakemake's report.
-        warmup_steps=STUDY.config["algorithm"]["warmup_steps"],
-        reference_nodes=STUDY.config["scaling"]["strong_reference_nodes"],
+        warmup_steps=STUDY.config.algorithm.warmup_steps,
+        reference_nodes=STUDY.config.scaling.strong_reference_nodes,
     shell:
         "{params.cli} tables {params.study} --output {output} {input} > {log} 2>&1"
 
@@ -75,7 +75,7 @@ rule figures:
         cli=CLI,
         study=STUDY_ARGS,
         # For the caption in Snakemake's report.
-        warmup_steps=STUDY.config["algorithm"]["warmup_steps"],
-        reference_nodes=STUDY.config["scaling"]["strong_reference_nodes"],
+        warmup_steps=STUDY.config.algorithm.warmup_steps,
+        reference_nodes=STUDY.config.scaling.strong_reference_nodes,
     shell:
         "{params.cli} figures {params.study} --output {output} {input} > {log} 2>&1"

@@ -29,7 +29,7 @@ STUDY_FILE = effective_config_path(STUDY_CONFIG)
 CLI = f"{shlex.quote(sys.executable)} -m rlvr_scaling"
 STUDY_ARGS = f"--config {STUDY_FILE}"
 MODEL_DIR = f"results/models/{SITE}"
-BUNDLE = f"results/bundle/{STUDY.config['study']['name']}-{SITE}.tar.gz"
+BUNDLE = f"results/bundle/{STUDY.name}-{SITE}.tar.gz"
 PREFLIGHT = f"results/preflight/{SITE}.json"
 PREFLIGHT_DEFINITION = preflight_definition_path(STUDY)
 CONTAINER = container_files(STUDY)
@@ -52,7 +52,7 @@ def dataset_files(dataset):
 def selected_prompts(dataset):
     """The one-node workload: pinned in the config, else the sweep checkpoint's choice."""
     if PLAN.is_pinned(dataset):
-        return STUDY.config["selection"][dataset]
+        return STUDY.config.selection[dataset]
     selection = checkpoints.selection.get(dataset=dataset).output[0]
     return PLAN.read_selected(selection)
 

@@ -23,7 +23,7 @@ rule preflight:
         "results/preflight/{site}.json",
     log:
         "results/logs/preflight/{site}.log",
-    threads: STUDY.site["hardware"]["cpus_per_node"]
+    threads: STUDY.site.hardware.cpus_per_node
     resources:
         **PLAN.preflight_resources(),
         mpi="srun",
@@ -46,7 +46,7 @@ rule run:
     log:
         "results/logs/runs/{run_id}.log",
     # A whole node per run: on the local site this keeps runs from sharing the cores they measure.
-    threads: STUDY.site["hardware"]["cpus_per_node"]
+    threads: STUDY.site.hardware.cpus_per_node
     resources:
         **PLAN.run_resources(),
         mpi="srun",

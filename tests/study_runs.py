@@ -163,7 +163,7 @@ def fabricate_steps(study: Study, run: Run, jitter: float) -> list[dict[str, Any
             "response_length/mean": response_tokens / trajectories,
             "response_length/max": run.max_response_length,
             "response_length/clip_ratio": round(clip * (1 + jitter * rng.uniform(-1, 1)), 4),
-            "actor/lr": float(study.config["algorithm"]["lr"]),
+            "actor/lr": float(study.config.algorithm.lr),
         }
         records.append({"step": step, "data": data})
     return records
@@ -178,14 +178,14 @@ def _job(study: Study, run: Run, root: Path, status: str, exit_status: int) -> d
         "start": "2025-11-29T21:00:00+00:00",
         "nodes": run.nodes,
         "workers": run.nodes * run.gpus_per_node,
-        "launcher": study.site["launch"]["kind"],
+        "launcher": study.site.launch.kind,
         "container": {"image": container[-1], "command": container} if container else None,
         "environment": environment_templates(study),
         "slurm_job_id": str(10_000_000 + run.nodes * 1000 + (run.prompts or 0)),
         **host_facts(),
         "versions": package_versions(),
         "node_list": nodes,
-        "ray_head": f"{nodes[0]}:{study.site['launch']['ray_port']}",
+        "ray_head": f"{nodes[0]}:{study.site.launch.ray_port}",
         "end": "2025-11-29T22:10:00+00:00",
         "seconds": 4200.0,
         "exit_status": exit_status,
@@ -240,7 +240,7 @@ def fabricate_study(root: Path, jitter: float = 0.03, sets: Sequence[str] = ()) 
     selections: dict[str, dict[str, Any]] = {}
     chosen: dict[str, int] = {}
     for dataset in study.datasets:
-        if study.config["selection"].get(dataset) is not None:
+        if study.config.selection.get(dataset) is not None:
             continue
         sweep = [r for r in runs.values() if r.run.dataset == dataset and r.run.series == ["sweep"]]
         output = paths.selection_file(root, dataset)

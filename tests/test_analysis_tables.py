@@ -241,7 +241,7 @@ def expected_table1(fs: FabricatedStudy) -> list[dict[str, Any]]:
                 "concurrency_per_engine": trajectories // ENGINES_PER_NODE,
                 "recompute": recompute,
                 "offload": offload,
-                "token_budget": fs.study.config["datasets"][dataset]["memory"]["token_budget"],
+                "token_budget": fs.study.config.datasets[dataset].memory.token_budget,
                 "step_time_s": statistics.fmean(step_times(one)),
                 "throughput_per_gpu": statistics.fmean(throughputs(one)),
                 "peak_memory_gb": peak_memory(one),
@@ -265,7 +265,7 @@ def expected_selection(points: list[FabricatedRun]) -> int:
 def expected_sweep(fs: FabricatedStudy) -> list[dict[str, Any]]:
     rows = []
     for dataset in datasets(fs):
-        if fs.study.config["selection"].get(dataset) is not None:
+        if fs.study.config.selection.get(dataset) is not None:
             continue  # pinned: no sweep ran
         points = fs.sweep(dataset)
         chosen = expected_selection(points)

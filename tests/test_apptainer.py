@@ -151,7 +151,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     probe = [c for c, inside in seen.values() if "ray.nodes()" in c]
     assert probe, "the join probe was not seen"
     # Inside the image too, every node's Ray serves on the site's interface (launch.node_interface).
-    interface = load_study(site="ci-apptainer").site["launch"]["node_interface"]
+    interface = load_study(site="ci-apptainer").site.launch.node_interface
     pinned = local_node_ip([sys.executable], dict(os.environ), interface)
     assert job["ray_node_addresses"] == dict.fromkeys(job["node_list"], pinned)
     passed = json.loads((results / "preflight" / "ci-apptainer.json").read_text())

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
+import types
+import typing
 from pathlib import Path
 
 import pytest
 import yaml
 from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.paths import CONFIG_SCHEMA, SITE_SCHEMA, SITES_DIR
 from rlvr_scaling.study.config import load_site, load_study, read_value, typed_command_line
 from rlvr_scaling.study.plan import build_plan
 from rlvr_scaling.study.plan_view import plan_table
+from rlvr_scaling.study.sections import Section, Site, StudyConfig
 
 from .conftest import PYTHON, REPO
+
+SITES = sorted(path.stem for path in SITES_DIR.glob("*.yaml"))
 
 
 def test_lumi_study_encodes_the_published_settings() -> None:
     study = load_study(site="lumi")
-    cfg = study.config
+    cfg = study.config.to_dict()  # as the config file and the site's overrides wrote it
     assert cfg["model"]["name"] == "Qwen/Qwen3-8B"
     assert cfg["algorithm"] == {"name": "grpo", "responses_per_prompt": 8, "lr": 0.0, "steps": 20, "warmup_steps": 1}
     assert cfg["datasets"]["gsm8k"]["max_response_length"] == 1024
@@ -38,24 +45,24 @@ def test_lumi_study_encodes_the_published_settings() -> None:
     }
     assert cfg["parallel"]["rollout"]["tensor_parallel"] == 4 and cfg["parallel"]["rollout"]["data_parallel"] == 2
     assert cfg["parallel"]["training"]["tensor_parallel"] == 8
-    assert study.site["hardware"]["gpus_per_node"] == 8
-    assert study.site["slurm"]["partition"] == "standard-g"
+    assert study.site.hardware.gpus_per_node == 8
+    assert study.site.slurm.partition == "standard-g"
 
 
 def test_default_site_is_local_and_scaled_down() -> None:
     study = load_study()
     assert study.site_name == "local"
-    assert study.config["model"]["source"] == "tiny"
-    assert study.config["scaling"]["weak_nodes"] == [1, 2]
+    assert study.config.model.source == "tiny"
+    assert study.config.scaling.weak_nodes == [1, 2]
     # The contrast of the real study survives the scaling down.
-    data = study.config["datasets"]
-    assert data["dapo_math"]["max_response_length"] > data["gsm8k"]["max_response_length"]
+    data = study.config.datasets
+    assert data["dapo_math"].max_response_length > data["gsm8k"].max_response_length
 
 
 def test_set_overrides_win_over_the_site() -> None:
     study = load_study(sets=["algorithm.steps=3", "scaling.weak_nodes=[1]"])
-    assert study.config["algorithm"]["steps"] == 3
-    assert study.config["scaling"]["weak_nodes"] == [1]
+    assert study.config.algorithm.steps == 3
+    assert study.config.scaling.weak_nodes == [1]
 
 
 @pytest.mark.parametrize(
@@ -117,9 +124,9 @@ def test_cli_exits_2_with_one_clear_paragraph() -> None:
 
 def test_a_site_can_inherit_another() -> None:
     study = load_study(site="ci-slurm")
-    assert study.site["engine"] == "verl-cpu" and study.site["launch"]["kind"] == "ray-srun"
-    assert study.site["launch"]["unset_environment"] == ["ROCR_VISIBLE_DEVICES"]
-    assert study.config["model"]["source"] == "tiny"  # the local site's scaled-down study
+    assert study.site.cpu_engine and study.site.launch.kind == "ray-srun"
+    assert study.site.launch.unset_environment == ["ROCR_VISIBLE_DEVICES"]
+    assert study.config.model.source == "tiny"  # the local site's scaled-down study
 
 
 def _config_with(tmp_path: Path, **algorithm: object) -> Path:
@@ -145,7 +152,7 @@ def test_the_values_the_site_replaced_are_listed_and_removed_datasets_stay_remov
     del config["datasets"]["dapo_math"], config["selection"]["dapo_math"]
     path.write_text(yaml.safe_dump(config))
     study = load_study(path)
-    assert list(study.config["datasets"]) == ["gsm8k"]
+    assert list(study.config.datasets) == ["gsm8k"]
     replaced = {r.key: (r.yours, r.site) for r in study.site_replaced}
     assert replaced["algorithm.steps"] == (7, 11)
     assert not any(key.startswith("datasets.dapo_math") for key in replaced)
@@ -154,7 +161,7 @@ def test_the_values_the_site_replaced_are_listed_and_removed_datasets_stay_remov
     assert "--set key=value" in table
     # What the user sets explicitly wins and is not reported as replaced.
     explicit = load_study(path, sets=["algorithm.steps=7"])
-    assert explicit.config["algorithm"]["steps"] == 7
+    assert explicit.config.algorithm.steps == 7
     assert "algorithm.steps" not in {r.key for r in explicit.site_replaced}
 
 
@@ -201,7 +208,7 @@ def test_a_section_the_site_supplies_may_be_left_out_of_the_users_config(tmp_pat
     del config["model"]  # the local site brings its tiny model
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    assert load_study(path).config["model"]["name"] == "tiny-qwen3"
+    assert load_study(path).config.model.name == "tiny-qwen3"
     with pytest.raises(ConfigError) as caught:
         load_study(path, site="lumi")
     assert caught.value.key == "model" and "is missing" in str(caught.value)
@@ -214,4 +221,51 @@ def test_the_effective_config_is_read_as_json_so_small_numbers_stay_numbers(tmp_
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     assert "1e-05" in path.read_text()
-    assert load_study(path).dataset("gsm8k")["estimate"]["seconds_per_trajectory"] == 0.00001
+    assert load_study(path).dataset("gsm8k").estimate.seconds_per_trajectory == 0.00001
+
+
+def _schema_sections(schema: dict, node: dict, record: type, where: str) -> list[tuple[str, set, set]]:
+    """(where, the schema's keys, the record's fields) for a record and every record inside it."""
+    if "$ref" in node:
+        node = schema["$defs"][node["$ref"].split("/")[-1]]
+    if "anyOf" in node:
+        node = next(option for option in node["anyOf"] if option.get("type") == "object")
+    hints = typing.get_type_hints(record)
+    found = [(where, set(node["properties"]), {f.name for f in dataclasses.fields(record)} - {"raw"})]
+    for name, field_schema in node["properties"].items():
+        hint = hints.get(name)
+        if isinstance(hint, types.UnionType):  # X | None
+            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+        if typing.get_origin(hint) is dict:  # a mapping of named records, such as datasets
+            hint, field_schema = typing.get_args(hint)[-1], field_schema.get("additionalProperties", {})
+        if isinstance(hint, type) and issubclass(hint, Section):
+            found += _schema_sections(schema, field_schema, hint, f"{where}.{name}")
+    return found
+
+
+@pytest.mark.parametrize(("schema_path", "record"), [(CONFIG_SCHEMA, StudyConfig), (SITE_SCHEMA, Site)])
+def test_every_key_of_the_schema_is_a_typed_field(schema_path: Path, record: type) -> None:
+    schema = yaml.safe_load(schema_path.read_text())
+    for where, keys, field_names in _schema_sections(schema, schema, record, record.__name__):
+        assert keys == field_names, where
+
+
+@pytest.mark.parametrize("site", SITES)
+def test_the_typed_study_gives_back_exactly_what_was_read(site: str) -> None:
+    # Run ids hash the sections as written: typing them must not add a default or drop a key.
+    study = load_study(site=site)
+    assert Site.from_dict(study.site.to_dict()) == study.site
+    raw_site = load_site(site)
+    assert study.site.to_dict() == raw_site and study.site.slurm.to_dict() == raw_site["slurm"]
+    assert study.config.datasets["gsm8k"].memory.to_dict() == study.config.to_dict()["datasets"]["gsm8k"]["memory"]
+
+
+def test_optional_site_keys_hold_their_effective_values() -> None:
+    local, lumi = load_study().site, load_study(site="lumi").site
+    assert local.container is None and local.storage.results is None and local.launch.node_interface is None
+    assert local.slurm.preflight_minutes == 20 and local.engine_options.rollout_enforce_eager is None
+    assert (
+        lumi.container is not None and lumi.container.runtime == "singularity" and lumi.container.build == "definition"
+    )
+    assert lumi.launch.node_interface == "hsn0" and lumi.slurm.preflight_partition == "small-g"
+    assert "constraints" not in lumi.container.to_dict() and lumi.container.constraints is None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import sys
@@ -25,6 +24,7 @@ from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.validate import check_semantics
 
 from .conftest import REPO
+from .study_edits import edited
 
 
 def test_a_site_without_a_container_runs_this_python() -> None:
@@ -63,9 +63,9 @@ def test_the_squashfs_way_binds_the_packed_venv_into_the_base_and_runs_its_pytho
     assert "sh /user-software/add-verl.sh /user-software/venv/bin/python /user-software" in script
     assert '"verl[verl-core]==0.9.1" /user-software/rlvr-scaling-lock.txt' in script
     # A definition template for a SquashFS build (or the reverse) is refused before anything runs.
-    study.site["container"]["definition"] = "containers/verl-venv.def.in"
+    wrong = edited(study, site={"container": {"definition": "containers/verl-venv.def.in"}})
     with pytest.raises(ConfigError, match=r"container\.definition.*\.sh\.in"):
-        check_semantics(study.config, study.site)
+        check_semantics(wrong.config, wrong.site)
 
 
 def test_the_test_site_runs_its_images_own_python_and_binds_no_python_environment(tmp_path: Path) -> None:
@@ -95,25 +95,24 @@ def test_the_engine_lock_pins_what_the_local_engine_is_tested_with() -> None:
 
 def test_unknown_placeholders_in_binds_are_rejected_before_anything_runs() -> None:
     study = load_study(site="ci-apptainer")
-    site = copy.deepcopy(study.site)
-    site["container"]["binds"] = ["{scratch}/data"]
+    unknown = edited(study, site={"container": {"binds": ["{scratch}/data"]}})
     with pytest.raises(ConfigError) as error:
-        check_semantics(study.config, site)
+        check_semantics(unknown.config, unknown.site)
     assert "container.binds" in str(error.value) and "{scratch}/data" in str(error.value)
     assert "{python_prefix}" in str(error.value)
 
 
 def test_module_commands_set_the_launchers_environment() -> None:
-    study = load_study(site="ci-apptainer")
-    study.site["container"]["modules"] = ["export SINGULARITY_BIND=/opt/cray", "export RLVR_MODULE_TEST=loaded"]
+    modules = ["export SINGULARITY_BIND=/opt/cray", "export RLVR_MODULE_TEST=loaded"]
+    study = edited(load_study(site="ci-apptainer"), site={"container": {"modules": modules}})
     added = module_environment(study, {"PATH": "/usr/bin:/bin", "HOME": "/root"})
     assert added["SINGULARITY_BIND"] == "/opt/cray" and added["RLVR_MODULE_TEST"] == "loaded"
     assert "PATH" not in added
 
 
 def test_a_failing_module_command_stops_the_launch_with_its_output() -> None:
-    study = load_study(site="ci-apptainer")
-    study.site["container"]["modules"] = ["module load no-such-module-anywhere"]
+    modules = ["module load no-such-module-anywhere"]
+    study = edited(load_study(site="ci-apptainer"), site={"container": {"modules": modules}})
     with pytest.raises(StudyError, match="container.modules failed"):
         module_environment(study, {"PATH": "/usr/bin:/bin"})
 
@@ -121,9 +120,8 @@ def test_a_failing_module_command_stops_the_launch_with_its_output() -> None:
 def test_a_pinned_base_image_that_changed_stops_the_build(tmp_path: Path) -> None:
     base = tmp_path / "base.sif"
     base.write_bytes(b"the base image")
-    study = load_study(site="ci-apptainer")
-    study.site["container"]["base_image"] = str(base)
-    study.site["container"]["base_sha256"] = hashlib.sha256(b"the base image").hexdigest()
+    pin = {"base_image": str(base), "base_sha256": hashlib.sha256(b"the base image").hexdigest()}
+    study = edited(load_study(site="ci-apptainer"), site={"container": pin})
     check_base_pin(study)
     base.write_bytes(b"another image at the same path")
     with pytest.raises(ConfigError) as caught:
@@ -131,9 +129,8 @@ def test_a_pinned_base_image_that_changed_stops_the_build(tmp_path: Path) -> Non
     message = str(caught.value)
     assert "container.base_sha256" in message and hashlib.sha256(base.read_bytes()).hexdigest() in message
     assert not (tmp_path / "verl.sif").exists() and not (tmp_path / "verl.json").exists()
-    study.site["container"]["base_image"] = "docker://example/image:tag"
     with pytest.raises(ConfigError, match="local image file"):
-        check_base_pin(study)
+        check_base_pin(edited(study, site={"container": {"base_image": "docker://example/image:tag"}}))
 
 
 def test_an_index_refuses_runs_measured_on_two_images(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ and what a run's end means for the study."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from rlvr_scaling.execution.outcome import judge
 from rlvr_scaling.execution.run_directory import RunDirectory
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
+
+from .study_edits import edited
 
 
 def test_a_run_directory_is_staged_then_committed_whole_without_the_launchs_marks(tmp_path: Path) -> None:
@@ -55,7 +56,7 @@ def test_each_launch_kind_has_its_launcher_and_its_own_verl_arguments(tmp_path: 
     slurm = launcher_for(load_study(site="ci-slurm"), tmp_path)
     assert isinstance(slurm, RaySrunLauncher) and slurm.verl_args() == []
     study = load_study(site="local")
-    odd = dataclasses.replace(study, site={**study.site, "launch": {**study.site["launch"], "kind": "mpirun"}})
+    odd = edited(study, site={"launch": {"kind": "mpirun"}})
     with pytest.raises(ConfigError, match="key 'launch.kind' has value 'mpirun', but expected one of local, ray-srun"):
         launcher_for(odd, tmp_path)
 

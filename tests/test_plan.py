@@ -14,6 +14,7 @@ from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import RESOURCE_NAMES, PendingRun, Run, build_plan, known_runs
 
 from .conftest import PYTHON, REPO
+from .study_edits import edited
 
 PUBLISHED = ["selection.gsm8k=100", "selection.dapo_math=10"]
 
@@ -158,25 +159,23 @@ def _run_ids(study) -> set[str]:
 def test_run_ids_name_what_the_engine_image_is_made_of(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     study = load_study(site="lumi")
     base = _run_ids(study)
-    container = study.site["container"]
+    container = study.require_container()
     for key, value in [
-        ("requirements", [*container["requirements"], "extra-package==1.0"]),
-        ("base_image", container["base_image"].replace("20260807", "20260901")),
+        ("requirements", [*container.requirements, "extra-package==1.0"]),
+        ("base_image", container.base_image.replace("20260807", "20260901")),
         ("base_sha256", "0" * 64),
         ("verl_extras", ["verl-core", "vllm"]),
     ]:
-        changed = load_study(site="lumi")
-        changed.site["container"][key] = value
-        assert _run_ids(changed).isdisjoint(base), key
+        assert _run_ids(edited(study, site={"container": {key: value}})).isdisjoint(base), key
     # The definition and a lock file enter by their contents, not their paths: another clone of the
     # repository (another REPO_ROOT) names the same runs; an edited definition names new ones.
     clone = tmp_path / "clone"
     (clone / "containers").mkdir(parents=True)
-    for part in (container["definition"], "containers/add-verl.sh"):
+    for part in (container.definition, "containers/add-verl.sh"):
         (clone / part).write_text((paths.REPO_ROOT / part).read_text())
     monkeypatch.setattr(paths, "REPO_ROOT", clone)
     assert _run_ids(load_study(site="lumi")) == base
-    (clone / container["definition"]).write_text("# edited\n" + (clone / container["definition"]).read_text())
+    (clone / container.definition).write_text("# edited\n" + (clone / container.definition).read_text())
     assert _run_ids(load_study(site="lumi")).isdisjoint(base)
 
 

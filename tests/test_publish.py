@@ -25,7 +25,7 @@ from .study_runs import FabricatedStudy, fabricate_study
 def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[FabricatedStudy, Path, Path, Path]:
     root = tmp_path_factory.mktemp("publish")
     study = fabricate_study(root)
-    reference = study.study.config["scaling"]["strong_reference_nodes"]
+    reference = study.study.config.scaling.strong_reference_nodes
     tables, figures, report = Path("results/tables"), Path("results/figures"), Path("results/report/study.md")
     # As the rules run them: from the study's root, with relative paths.
     before = Path.cwd()
@@ -61,8 +61,8 @@ def test_every_figure_is_drawn_in_both_formats_with_a_caption_naming_its_runs(pu
 def test_captions_say_the_warm_up_and_reference_the_config_holds(published) -> None:
     study, _tables, figures, _report = published
     captions = json.loads((figures / "captions.json").read_text())
-    warmup = study.study.config["algorithm"]["warmup_steps"]
-    reference = study.study.config["scaling"]["strong_reference_nodes"]
+    warmup = study.study.config.algorithm.warmup_steps
+    reference = study.study.config.scaling.strong_reference_nodes
     assert f"the first {warmup} step(s) excluded as warm-up" in captions["figure2_weak_efficiency"]
     assert f"speedup, step time at {reference} nodes" in captions["figure4_strong_speedup"]
 
@@ -77,8 +77,8 @@ def test_the_report_holds_every_table_and_figure_and_its_links_resolve(published
     assert len(links) == len(json.loads((figures / "captions.json").read_text())) + len(TABLES)
     for link in links:
         assert (report.parent / link).resolve().is_file(), link
-    algorithm = study.study.config["algorithm"]
-    assert f"{algorithm['steps']} steps per run of which the first {algorithm['warmup_steps']} are warm-up" in text
+    algorithm = study.study.config.algorithm
+    assert f"{algorithm.steps} steps per run of which the first {algorithm.warmup_steps} are warm-up" in text
     failed = [run_id for run_id, run in study.runs.items() if run.failed]
     assert failed and all(f"`{run_id}`" in text.split("## Runs left out")[1] for run_id in failed)
 
@@ -88,11 +88,13 @@ def test_the_bundle_holds_every_run_record_and_its_checksums_hold(published, mon
     # From another directory, with absolute paths: members are still named from the study's root.
     monkeypatch.chdir("/")
     bundle = study.root / "results" / "bundle" / "study.tar.gz"
-    write_bundle(study.root, bundle, report, tables, figures, study.results, study.index_paths, study.study.config)
+    write_bundle(
+        study.root, bundle, report, tables, figures, study.results, study.index_paths, study.study.config.to_dict()
+    )
     with tarfile.open(bundle) as archive:
         members = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
     manifest = json.loads(members.pop("MANIFEST.json"))
-    assert json.loads(members.pop("study-config.json")) == json.loads(json.dumps(study.study.config, default=str))
+    assert json.loads(members.pop("study-config.json")) == json.loads(json.dumps(study.study.config.to_dict()))
     assert set(manifest) == set(members)
     for name, digest in manifest.items():
         assert hashlib.sha256(members[name]).hexdigest() == digest, name

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import subprocess
 
 import pytest
@@ -21,7 +20,7 @@ def test_lumi_per_job_paths_are_expanded_for_ray_and_in_command_sh() -> None:
     env = expanded_environment(study, {"SLURM_JOB_ID": "4242"})
     assert env["MIOPEN_USER_DB_PATH"] == "/tmp/miopen-4242" and env["VLLM_CACHE_ROOT"] == "/tmp/vllm-4242"
     assert not any("$" in value for value in env.values())
-    line = shell_export("MIOPEN_USER_DB_PATH", study.site["environment"]["MIOPEN_USER_DB_PATH"])
+    line = shell_export("MIOPEN_USER_DB_PATH", study.site.environment["MIOPEN_USER_DB_PATH"])
     shown = subprocess.run(
         ["bash", "-c", f"set -u; {line}; echo $MIOPEN_USER_DB_PATH"],
         capture_output=True,
@@ -46,7 +45,7 @@ def test_a_reference_the_job_lacks_is_named_before_the_run_starts() -> None:
 
 @pytest.mark.parametrize("value", ["$HOME/x", "$(hostname)", "${JOB", "`id`$"])
 def test_any_other_dollar_is_rejected_by_the_site_schema(value: str) -> None:
-    site = copy.deepcopy(load_study(site="lumi").site)
+    site = load_study(site="lumi").site.to_dict()
     site["environment"]["BAD"] = value
     with pytest.raises(ConfigError) as caught:
         check_schema(site, SITE_SCHEMA, source="site file lumi.yaml")

@@ -81,7 +81,7 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
     assert any((two / "ray").glob(f"ray-{job['node_list'][1]}.log"))
     # Both nodes registered with Ray on the site's interface (launch.node_interface), not on the
     # address Ray picks by itself.
-    interface = load_study(site="ci-slurm").site["launch"]["node_interface"]
+    interface = load_study(site="ci-slurm").site.launch.node_interface
     pinned = local_node_ip([sys.executable], dict(os.environ), interface)
     assert pinned != local_node_ip([sys.executable], dict(os.environ))
     assert job["ray_node_addresses"] == dict.fromkeys(job["node_list"], pinned)

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.execution.storage import OVERRIDE, link_results, results_location, space_report
-from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.config import Study, load_study
 from rlvr_scaling.study.plan_view import results_line
+
+from .study_edits import edited
 
 
 @pytest.fixture(autouse=True)
@@ -20,10 +22,9 @@ def no_override(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def lumi(account: str | None = "project_465000000") -> object:
-    study = load_study(site="lumi")
-    study.config["slurm_account"] = account
-    return study
+def lumi(account: str | None = "project_465000000", results: str | None = None) -> Study:
+    study = edited(load_study(site="lumi"), config={"slurm_account": account})
+    return study if results is None else edited(study, site={"storage": {"results": results}})
 
 
 def test_lumi_keeps_results_on_the_projects_scratch() -> None:
@@ -41,17 +42,15 @@ def test_the_environment_overrides_the_site_and_dollar_names_are_filled(
     monkeypatch.setenv(OVERRIDE, str(tmp_path / "flash"))
     assert results_location(lumi()) == (tmp_path / "flash", OVERRIDE)
     monkeypatch.delenv(OVERRIDE)
-    study = lumi()
-    study.site["storage"]["results"] = "${RLVR_TEST_SCRATCH}/{user}/r"
+    study = lumi(results="${RLVR_TEST_SCRATCH}/{user}/r")
     monkeypatch.setenv("RLVR_TEST_SCRATCH", str(tmp_path))
     assert results_location(study)[0] == tmp_path / getpass.getuser() / "r"
     monkeypatch.delenv("RLVR_TEST_SCRATCH")
     with pytest.raises(ConfigError, match=r"\$\{RLVR_TEST_SCRATCH\}, which the environment lacks"):
         results_location(study)
     for bad, expected in [("relative/results", "an absolute path"), ("/scratch/{project}", "only {account}")]:
-        study.site["storage"]["results"] = bad
         with pytest.raises(ConfigError, match=expected):
-            results_location(study)
+            results_location(lumi(results=bad))
 
 
 def test_results_become_a_link_to_the_storage_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

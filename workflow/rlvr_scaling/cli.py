@@ -134,7 +134,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.tables import write_tables
 
     study = _load(args)
-    written = write_tables(_results(args), study.config["scaling"]["strong_reference_nodes"], Path(args.output))
+    written = write_tables(_results(args), study.config.scaling.strong_reference_nodes, Path(args.output))
     print(f"{len(written)} table files in {args.output}")
     return 0
 
@@ -143,7 +143,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.figures import write_figures
 
     study = _load(args)
-    reference = study.config["scaling"]["strong_reference_nodes"]
+    reference = study.config.scaling.strong_reference_nodes
     written = write_figures(_results(args), reference, Path(args.output))
     print(f"{len(written)} figure files in {args.output}")
     return 0
@@ -164,7 +164,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     study = _load(args)
     indexes = [Path(p) for p in args.indexes]
     parts = (Path(args.report), Path(args.tables), Path(args.figures))
-    count = write_bundle(Path(args.root), Path(args.output), *parts, _results(args), indexes, study.config)
+    count = write_bundle(Path(args.root), Path(args.output), *parts, _results(args), indexes, study.config.to_dict())
     print(f"bundle {args.output}: {count} files")
     return 0
 

@@ -66,7 +66,7 @@ class Lookup:
 
     @functools.cached_property
     def _pinned(self) -> dict[str, int | None]:
-        return dict(self.study.config["selection"])
+        return dict(self.study.config.selection)
 
     def is_pinned(self, dataset: str) -> bool:
         return self._pinned.get(dataset) is not None
@@ -112,11 +112,9 @@ class Lookup:
 
         def of(name: str) -> Callable[[Any], Any]:
             def resolve(wildcards: Any, attempt: int = 1) -> Any:
-                slurm = self.study.site["slurm"]
+                slurm = self.study.site.slurm
                 nodes = preflight_nodes(self.study, self._plan())
-                minutes = slurm.get("preflight_minutes", 20)
-                partition = slurm.get("preflight_partition", slurm["partition"])
-                return sbatch_resources(self.study, nodes, minutes, partition)[name]
+                return sbatch_resources(self.study, nodes, slurm.preflight_minutes, slurm.preflight_partition)[name]
 
             return resolve
 
@@ -134,7 +132,7 @@ def preflight_definition_path(study: Study) -> str:
 def container_files(study: Study) -> dict[str, str]:
     """The site's image files for the rules ({} without a container): the recipe (definition or
     SquashFS build script, named by its content), the image, the build's record."""
-    if not study.site["container"]:
+    if study.site.container is None:
         return {}
     root = Path(".")
     return {

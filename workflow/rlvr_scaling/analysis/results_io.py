@@ -92,7 +92,7 @@ def index_dataset(
         selection = json.loads(selection_path.read_text())
         selected = selection["selected"]["prompts"]
     else:
-        pinned = study.config["selection"].get(dataset)
+        pinned = study.config.selection.get(dataset)
         selection, selected = {"prompts": pinned, "pinned": True}, pinned
     series = {r.run_id: r.series for r in known_runs(dataset_runs(study, dataset, selected, root))}
     write_index(dataset, summary_paths, series, selection, output, root)

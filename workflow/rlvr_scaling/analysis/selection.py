@@ -106,6 +106,6 @@ def select(dataset: str, summaries: list[RunSummary], memory_cap_fraction: float
 
 def select_from_files(study: Any, dataset: str, summary_paths: list[Path]) -> dict[str, Any]:
     """The selection by the study's rule, from the sweep's summary files."""
-    rule = study.config["selection_rule"]
+    rule = study.config.selection_rule
     summaries = [RunSummary.from_json(json.loads(path.read_text())) for path in summary_paths]
-    return select(dataset, summaries, rule["memory_cap_fraction"], rule["tolerance"])
+    return select(dataset, summaries, rule.memory_cap_fraction, rule.tolerance)

@@ -52,7 +52,7 @@ def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -
     model = paths.model_dir(root, study.site_name)
     if not (model / "config.json").exists():
         raise StudyError(f"model is missing: {model} (run the model stage first)")
-    if study.site["container"]:
+    if study.site.container is not None:
         # As the run's commands will see it: after the site's module commands (which may provide it).
         require_runtime(study, {**os.environ, **site_env})
         changed = base_changed_since_build(study, record_path(study, root))

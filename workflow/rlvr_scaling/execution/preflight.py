@@ -40,12 +40,12 @@ PROBE = Path(__file__).with_name("preflight_probe.py")
 def engine_modules(study: Study) -> list[str]:
     """What the configured engines import in the run's processes."""
     names = ["ray", "verl", "torch", "transformers", "hydra", "tensordict", "verl.trainer.main_ppo"]
-    rollout = study.config["parallel"]["rollout"]["engine"]
-    names += {"vllm": ["vllm"], "sglang": ["sglang"], "hf": []}[rollout]
-    if study.config["parallel"]["training"]["engine"] == "megatron":
+    parallel = study.config.parallel
+    names += {"vllm": ["vllm"], "sglang": ["sglang"], "hf": []}[parallel.rollout.engine]
+    if parallel.training.engine == "megatron":
         # verl 0.9.1's Megatron workers build models through Megatron-Bridge (use_mbridge, not vanilla).
         names += ["megatron.core", "megatron.bridge"]
-    if study.site["engine"] == "verl-cpu":
+    if study.site.cpu_engine:
         names.append("rlvr_scaling.engines.cpu")
     return names
 
@@ -56,7 +56,7 @@ def multi_node(plan: list[PlannedRun]) -> bool:
 
 def preflight_nodes(study: Study, plan: list[PlannedRun]) -> int:
     """Two nodes where the study has multi-node runs on a Slurm site: Ray must form across nodes."""
-    return 2 if study.site["launch"]["kind"] == "ray-srun" and multi_node(plan) else 1
+    return 2 if study.site.launch.kind == "ray-srun" and multi_node(plan) else 1
 
 
 def _probe(
@@ -90,7 +90,7 @@ def _probe(
 
 
 def _image(study: Study, root: Path, env: dict[str, str]) -> tuple[dict[str, Any] | None, list[str]]:
-    if not study.site["container"]:
+    if study.site.container is None:
         return None, []
     record = record_path(study, root)
     if not record.exists():
@@ -132,7 +132,7 @@ def _two_node_ray(study: Study, root: Path, env: dict[str, str], log_dir: Path) 
 
     job: dict[str, Any] = {}
     try:
-        cluster = start_ray_cluster(study, 2, study.site["hardware"]["gpus_per_node"], root, log_dir, dict(env), job)
+        cluster = start_ray_cluster(study, 2, study.site.hardware.gpus_per_node, root, log_dir, dict(env), job)
     except StudyError as exc:
         return {"formed": False, **job}, [f"a two-node Ray cluster in the image did not form: {exc}"]
     cluster.stop()
@@ -187,9 +187,9 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     except StudyError as exc:
         run_env, problems = env, [*problems, str(exc)]
     # Most of the job's time limit for the checks in the image, the rest for Ray and the record.
-    budget_s = study.site["slurm"].get("preflight_minutes", 20) * 60
+    budget_s = study.site.slurm.preflight_minutes * 60
     engine: dict[str, Any] = {}
-    if not study.site["container"] or (image is not None and not image_problems):
+    if study.site.container is None or (image is not None and not image_problems):
         engine, found = _probe(study, root, plan, run_env, timeout_s=budget_s * 0.5)
         problems += found
     problems += _engine_problems(study, engine)
@@ -231,10 +231,10 @@ def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:
         if outcome != "ok"
     ]
     gpus = engine.get("gpus_visible")
-    wanted = study.site["hardware"]["gpus_per_node"]
-    if study.site["engine"] != "verl-cpu" and engine and gpus != wanted:
+    wanted = study.site.hardware.gpus_per_node
+    if not study.site.cpu_engine and engine and gpus != wanted:
         problems.append(f"{gpus} GPUs visible to the engine, the site says hardware.gpus_per_node = {wanted}")
-    pinned = study.config["software"]["verl"]
+    pinned = study.config.software.verl
     if engine and engine["versions"].get("verl") != pinned:
         problems.append(f"verl {engine['versions'].get('verl')} in the engine's Python, the study pins {pinned}")
     return problems
@@ -242,7 +242,7 @@ def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:
 
 def preflight_defines(study: Study) -> str:
     """What defines the preflight's verdict, as one canonical text: the study and the site."""
-    return canonical_json({"config": study.config, "site": study.site})
+    return canonical_json({"config": study.config.to_dict(), "site": study.site.to_dict()})
 
 
 def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
@@ -250,7 +250,7 @@ def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
     could choose (or the pinned or chosen one); and the sweep points whose scaling runs cannot be
     planned (they would stop the workflow after the sweep)."""
     chosen = read_selections(root, study)
-    grids = {d: [chosen[d]] if chosen.get(d) else study.dataset(d)["sweep"] for d in study.datasets}
+    grids = {d: [chosen[d]] if chosen.get(d) else study.dataset(d).sweep for d in study.datasets}
     runs: dict[str, Run] = {}
     problems = []
     for index in range(max(len(grid) for grid in grids.values())):

@@ -15,8 +15,8 @@ REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 def environment_templates(study: Study) -> dict[str, str]:
     """The run's variables as the site writes them (references unexpanded)."""
-    env = dict(study.site["environment"])
-    if study.site["engine"] == "verl-cpu":
+    env = dict(study.site.environment)
+    if study.site.cpu_engine:
         env.update(CPU_ENGINE_ENV)
     return env
 

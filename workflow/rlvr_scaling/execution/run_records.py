@@ -25,8 +25,7 @@ def render_command(study: Study, run: Run, root: Path, launcher_args: list[str])
     args = [*run.verl_args, "hydra.run.dir=hydra", *launcher_args]
     lines = [
         "#!/usr/bin/env bash",
-        f"# Run {run.run_id} ({'+'.join(run.series)}) of study {study.config['study']['name']} "
-        f"on site {study.site_name}.",
+        f"# Run {run.run_id} ({'+'.join(run.series)}) of study {study.name} on site {study.site_name}.",
         "# Written by `rlvr-scaling launch`; runnable by hand: bash command.sh (writes metrics.jsonl beside it).",
         "set -euo pipefail",
         'cd "$(dirname "$0")"',
@@ -43,8 +42,8 @@ def render_command(study: Study, run: Run, root: Path, launcher_args: list[str])
 def spec_document(study: Study, run: Run) -> dict[str, Any]:
     return {
         "run": run.to_dict(),
-        "study": study.config,
-        "site": {k: v for k, v in study.site.items() if k != "study_overrides"},
+        "study": study.config.to_dict(),
+        "site": study.site.recorded(),
         "software": package_versions(),
         "repository_commit": git_commit(),
     }
@@ -58,7 +57,7 @@ def job_record(study: Study, run: Run, root: Path, env: dict[str, str]) -> dict[
         "start": now(),
         "nodes": run.nodes,
         "workers": run.nodes * run.gpus_per_node,
-        "launcher": study.site["launch"]["kind"],
+        "launcher": study.site.launch.kind,
         # The image's digest, its base's, its labels and the packages inside it (the build's record).
         "container": {
             "image": str(image_path(study, root).resolve()),

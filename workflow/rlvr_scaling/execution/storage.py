@@ -27,7 +27,7 @@ def results_location(study: Study) -> tuple[Path, str] | None:
         if not location.is_absolute():
             raise ConfigError(OVERRIDE, os.environ[OVERRIDE], "it must be an absolute path", "environment")
         return location, OVERRIDE
-    template = (study.site.get("storage") or {}).get("results")
+    template = study.site.storage.results
     if not template:
         return None
     where = f"site '{study.site_name}'"

@@ -32,7 +32,7 @@ def build_kind(study: Study) -> str:
     """`definition`: a derived image built from a definition file (`<runtime> build --fakeroot`).
     `venv-squashfs`: a venv made inside the base image, packed into SquashFS and bound at run time,
     for sites where image builds are not possible (LUMI documents both)."""
-    return (study.site["container"] or {}).get("build", "definition")
+    return study.site.container.build if study.site.container else "definition"
 
 
 def squashfs(study: Study) -> bool:
@@ -48,23 +48,21 @@ def recipe_path(study: Study, root: Path) -> Path:
 
 
 def render_definition(study: Study) -> str:
-    container = study.site["container"]
-    if not container:
-        raise StudyError(f"site '{study.site_name}' runs without a container: there is nothing to build")
-    template = (paths.REPO_ROOT / container["definition"]).read_text()
-    lock = container.get("constraints")
+    container = study.require_container()
+    template = (paths.REPO_ROOT / container.definition).read_text()
+    lock = container.constraints
     common = {
-        "base_image": container["base_image"],
-        "verl_version": study.config["software"]["verl"],
-        "python": container.get("python", "python3"),
-        "verl_extras": ",".join(container.get("verl_extras", ["verl-core"])),
-        "requirements": " ".join(shlex.quote(r) for r in container.get("requirements", [])),
+        "base_image": container.base_image,
+        "verl_version": study.config.software.verl,
+        "python": container.python,
+        "verl_extras": ",".join(container.verl_extras),
+        "requirements": " ".join(shlex.quote(r) for r in container.requirements),
     }
     if squashfs(study):
         return template.format(
-            **{**common, "base_image": shlex.quote(container["base_image"])},
+            **{**common, "base_image": shlex.quote(container.base_image)},
             runtime=runtime(study),
-            exec_args=" ".join(shlex.quote(a) for a in container.get("build_args", [])),
+            exec_args=" ".join(shlex.quote(a) for a in container.build_args),
             constraint=LOCK_IN_VENV if lock else "-",
             lock_note=" and rlvr-scaling-lock.txt" if lock else "",
         )
@@ -83,17 +81,17 @@ def image_identity(study: Study) -> dict[str, Any]:
     (job.json), Snakemake reruns them when the image is rebuilt, and an index refuses a series
     measured on two images (analysis.results_io.one_image). Contents, not paths: two clones of the
     repository name the same runs."""
-    container = study.site["container"]
-    lock = container.get("constraints")
+    container = study.require_container()
+    lock = container.constraints
     return {
-        "build": build_kind(study),
+        "build": container.build,
         "add_verl_sha256": sha256_file(paths.REPO_ROOT / ADD_VERL),
-        "base_image": container["base_image"],
-        "base_sha256": container.get("base_sha256"),
-        "definition_sha256": sha256_file(paths.REPO_ROOT / container["definition"]),
-        "python": container.get("python", "python3"),
-        "verl_extras": container.get("verl_extras", ["verl-core"]),
-        "requirements": container.get("requirements", []),
+        "base_image": container.base_image,
+        "base_sha256": container.base_sha256,
+        "definition_sha256": sha256_file(paths.REPO_ROOT / container.definition),
+        "python": container.python,
+        "verl_extras": container.verl_extras,
+        "requirements": container.requirements,
         "constraints_sha256": sha256_file(paths.REPO_ROOT / lock) if lock else None,
     }
 
@@ -101,7 +99,7 @@ def image_identity(study: Study) -> dict[str, Any]:
 def runtime(study: Study) -> str:
     """The container runtime's command for building, inspecting and running the image: LUMI provides
     SingularityCE (`singularity`), the test machines Apptainer. Named once per site."""
-    return (study.site["container"] or {}).get("runtime", "apptainer")
+    return study.site.container.runtime if study.site.container else "apptainer"
 
 
 def require_runtime(study: Study, env: dict[str, str] | None = None) -> None:
@@ -121,8 +119,8 @@ def require_runtime(study: Study, env: dict[str, str] | None = None) -> None:
 
 def build_command(study: Study, definition: str, image: str) -> list[str]:
     """`<runtime> build --fakeroot` with the site's build options (e.g. a CA bundle bound in)."""
-    container = study.site["container"] or {}
-    return [runtime(study), "build", "--fakeroot", "--force", *container.get("build_args", []), image, definition]
+    build_args = study.require_container().build_args
+    return [runtime(study), "build", "--fakeroot", "--force", *build_args, image, definition]
 
 
 def expand(template: str) -> str:
@@ -144,11 +142,11 @@ def record_path(study: Study, root: Path) -> Path:
 
 def exec_prefix(study: Study, root: Path) -> list[str]:
     """`<runtime> exec --bind ... IMAGE`, or nothing on a site without a container."""
-    container = study.site["container"]
-    if not container:
+    container = study.site.container
+    if container is None:
         return []
-    binds = [expand(bind) for bind in container["binds"]]
-    options = [expand(option) for option in container.get("exec_args", [])]
+    binds = [expand(bind) for bind in container.binds]
+    options = [expand(option) for option in container.exec_args]
     # The results tree holds the data, the model and the run directory the run writes into; it may
     # be a link to the site's storage (storage.results), bound in as well.
     results = paths.results_dir(root)
@@ -159,7 +157,7 @@ def exec_prefix(study: Study, root: Path) -> list[str]:
     if squashfs(study):
         # Its own --bind: the options' comma would split a comma-joined list.
         options += ["--bind", squashfs_bind(image)]
-        image = container["base_image"]
+        image = container.base_image
     return [runtime(study), "exec", *options, "--bind", ",".join(dict.fromkeys(binds)), image]
 
 
@@ -170,10 +168,10 @@ def squashfs_bind(image: str) -> str:
 
 def python_command(study: Study, root: Path) -> list[str]:
     """The Python that runs verl and Ray: the container's on a container site, else this one."""
-    container = study.site["container"]
-    if not container:
+    container = study.site.container
+    if container is None:
         return [sys.executable]
-    python = VENV_PYTHON if squashfs(study) else expand(container.get("python", "python3"))
+    python = VENV_PYTHON if squashfs(study) else expand(container.python)
     return [*exec_prefix(study, root), python]
 
 
@@ -193,7 +191,7 @@ def module_environment(study: Study, base: dict[str, str]) -> dict[str, str]:
     """Variables the site's module commands set (LUMI: the AIF singularity bindings), applied to the
     launcher's environment so that every `<runtime> exec` sees them. `module` needs a login shell;
     what the login shell sets by itself is left out by comparing with one that runs no commands."""
-    commands = (study.site["container"] or {}).get("modules") or []
+    commands = study.site.container.modules if study.site.container else []
     if not commands:
         return {}
     try:

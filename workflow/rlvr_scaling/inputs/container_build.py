@@ -39,10 +39,9 @@ def _run(command: list[str], what: str) -> str:
 def labels(study: Study, image: Path) -> dict[str, str]:
     if squashfs(study):
         # A SquashFS has no labels: the same facts a definition build writes into its image.
-        container = study.site["container"]
         return {
-            "org.rlvr-scaling.verl": study.config["software"]["verl"],
-            "org.rlvr-scaling.base-image": container["base_image"],
+            "org.rlvr-scaling.verl": study.config.software.verl,
+            "org.rlvr-scaling.base-image": study.require_container().base_image,
             "org.rlvr-scaling.python": VENV_PYTHON,
         }
     found = {}
@@ -58,7 +57,7 @@ def in_image_packages(study: Study, image: Path) -> dict[str, str]:
     """The package list the build wrote, read the way runs see the image (for the SquashFS way: bound
     into the base image, which also proves the bind works)."""
     if squashfs(study):
-        base = study.site["container"]["base_image"]
+        base = study.require_container().base_image
         command = [runtime(study), "exec", "--bind", squashfs_bind(str(image.resolve())), base]
         command += ["cat", FREEZE_IN_VENV]
     else:
@@ -88,7 +87,7 @@ def base_changed_since_build(study: Study, record: Path) -> str | None:
 
 
 def image_record(study: Study, definition: Path, image: Path, base_sha256: str | None = None) -> dict[str, Any]:
-    base = Path(study.site["container"]["base_image"])
+    base = Path(study.require_container().base_image)
     if base_sha256 is None and base.exists():
         base_sha256 = sha256_file(base)
     return {
@@ -107,11 +106,11 @@ def check_base_pin(study: Study) -> str | None:
     """A site may pin its base image's sha256 (container.base_sha256): a base file replaced at the
     same path then stops the build instead of silently changing every run. Returns the digest it
     computed (a 20 GB base is read once per build, not twice)."""
-    container = study.site["container"]
-    pinned = container.get("base_sha256")
+    container = study.require_container()
+    pinned = container.base_sha256
     if not pinned:
         return None
-    base = Path(container["base_image"])
+    base = Path(container.base_image)
     where = f"site '{study.site_name}'"
     if not base.is_file():
         raise ConfigError("container.base_sha256", pinned, f"a pin of a local image file, and {base} is not one", where)
@@ -159,13 +158,13 @@ def _build_squashfs(study: Study, script: Path, target: Path) -> None:
     work.mkdir(parents=True)
     try:
         shutil.copy(paths.REPO_ROOT / ADD_VERL, work / "add-verl.sh")
-        lock = study.site["container"].get("constraints")
+        lock = study.require_container().constraints
         if lock:
             shutil.copy(paths.REPO_ROOT / lock, work / Path(LOCK_IN_VENV).name)
         result = subprocess.run(["bash", str(script), str(work)])
         if result.returncode != 0:
             raise StudyError(f"the venv build failed (exit {result.returncode}); its output is above")
-        squash = ["mksquashfs", str(work), str(target), "-noappend", *study.site["container"].get("squashfs_args", [])]
+        squash = ["mksquashfs", str(work), str(target), "-noappend", *study.require_container().squashfs_args]
         result = subprocess.run(squash, stdout=subprocess.DEVNULL)
         if result.returncode != 0:
             raise StudyError(f"packing the venv failed (exit {result.returncode}): {' '.join(squash)}")

@@ -126,21 +126,21 @@ def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
     if dataset not in study.datasets:
         raise StudyError(f"unknown dataset {dataset!r}: the study has {', '.join(study.datasets)}")
     spec = study.dataset(dataset)
-    fmt = spec["format"]
-    provenance: dict[str, Any] = {"dataset": dataset, "format": fmt, "source": spec["source"]}
-    if spec["source"] == "synthetic":
-        seed = seed_of(spec["revision"])
+    fmt = spec.format
+    provenance: dict[str, Any] = {"dataset": dataset, "format": fmt, "source": spec.source}
+    if spec.source == "synthetic":
+        seed = seed_of(spec.revision)
         frames = synthetic_frames(fmt, seed)
-        provenance.update(revision=spec["revision"], generator="rlvr_scaling.inputs.synthetic", seed=seed)
+        provenance.update(revision=spec.revision, generator="rlvr_scaling.inputs.synthetic", seed=seed)
     elif fmt == "gsm8k":
         upstream, commit = {}, None
         for split, filename in GSM8K_FILES.items():
-            path, commit = _hub_download(spec["source"], filename, spec["revision"])
+            path, commit = _hub_download(spec.source, filename, spec.revision)
             upstream[split] = pd.read_parquet(path)
         frames = gsm8k_frames(upstream)
-        provenance.update(revision=spec["revision"], commit=commit, upstream_files=GSM8K_FILES)
+        provenance.update(revision=spec.revision, commit=commit, upstream_files=GSM8K_FILES)
     else:
-        path, commit = _hub_download(spec["source"], DAPO_FILE, spec["revision"])
+        path, commit = _hub_download(spec.source, DAPO_FILE, spec.revision)
         frames = dapo_frames(pd.read_parquet(path))
-        provenance.update(revision=spec["revision"], commit=commit, upstream_files=[DAPO_FILE])
+        provenance.update(revision=spec.revision, commit=commit, upstream_files=[DAPO_FILE])
     return write_dataset(frames, output, provenance)

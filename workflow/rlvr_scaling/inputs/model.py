@@ -82,14 +82,14 @@ def download_model(name: str, revision: str, output: Path) -> dict[str, Any]:
 
 def prepare_model(study: Study, output: Path) -> dict[str, Any]:
     """Build or download into a staging directory, then move into place with a manifest."""
-    spec = study.config["model"]
+    spec = study.config.model
     with staged_directory(output) as staging:
-        if spec["source"] == "tiny":
-            seed = int(str(spec["revision"]).removeprefix("seed-"))
-            details = build_tiny_model(spec["max_context"], seed, staging)
+        if spec.source == "tiny":
+            seed = int(str(spec.revision).removeprefix("seed-"))
+            details = build_tiny_model(spec.max_context, seed, staging)
             details.update(seed=seed, architecture="Qwen3ForCausalLM", random_weights=True)
         else:
-            details = download_model(spec["name"], spec["revision"], staging)
-        manifest = {"name": spec["name"], "source": spec["source"], "revision": spec["revision"], **details}
+            details = download_model(spec.name, spec.revision, staging)
+        manifest = {"name": spec.name, "source": spec.source, "revision": spec.revision, **details}
         (staging / "rlvr_manifest.json").write_text(json_text(manifest))
     return manifest

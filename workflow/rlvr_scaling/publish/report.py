@@ -5,26 +5,27 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
 from rlvr_scaling.analysis.tables import TABLES
+from rlvr_scaling.study.sections import StudyConfig
 
 
-def render_report(study: dict[str, Any], results: StudyResults, tables: Path, figures: Path, output: Path) -> str:
+def render_report(study: StudyConfig, results: StudyResults, tables: Path, figures: Path, output: Path) -> str:
     captions = json.loads((figures / "captions.json").read_text()) if (figures / "captions.json").exists() else {}
 
     def link(path: Path) -> str:
         # As the report's reader follows it: from the report's own folder.
         return os.path.relpath(path, output.parent)
 
+    model, algorithm = study.model, study.algorithm
     lines = [
-        f"# {study['study']['name']}: RLVR scaling study on site `{study['site']}`",
+        f"# {study.study.name}: RLVR scaling study on site `{study.site}`",
         "",
-        f"Model {study['model']['name']} ({study['model']['source']}, revision {study['model']['revision']}), "
-        f"GRPO with {study['algorithm']['responses_per_prompt']} responses per prompt, lr {study['algorithm']['lr']}, "
-        f"{study['algorithm']['steps']} steps per run of which the first {study['algorithm']['warmup_steps']} "
+        f"Model {model.name} ({model.source}, revision {model.revision}), "
+        f"GRPO with {algorithm.responses_per_prompt} responses per prompt, lr {algorithm.lr}, "
+        f"{algorithm.steps} steps per run of which the first {algorithm.warmup_steps} "
         "are warm-up and excluded.",
         "",
         "Throughput per GPU = (prompt + response tokens of all trajectories in a step) / (step time x GPUs). "

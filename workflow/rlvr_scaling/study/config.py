@@ -15,6 +15,7 @@ import yaml
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.study.sections import Container, Dataset, Site, StudyConfig
 from rlvr_scaling.study.validate import check_schema, check_semantics
 
 
@@ -22,36 +23,46 @@ from rlvr_scaling.study.validate import check_schema, check_semantics
 class Study:
     """A validated study definition on one site."""
 
-    config: dict[str, Any]
-    site: dict[str, Any]
+    config: StudyConfig
+    site: Site
     # What the site's study_overrides changed in the user's config (shown by `plan`).
     site_replaced: tuple[SiteReplacement, ...] = ()
 
     @property
     def site_name(self) -> str:
-        return self.site["name"]
+        return self.site.name
+
+    @property
+    def name(self) -> str:
+        return self.config.study.name
 
     @property
     def datasets(self) -> list[str]:
-        only = self.config.get("only_datasets")
-        return [d for d in self.config["datasets"] if not only or d in only]
+        only = self.config.only_datasets
+        return [d for d in self.config.datasets if not only or d in only]
 
-    def dataset(self, name: str) -> dict[str, Any]:
-        return self.config["datasets"][name]
+    def dataset(self, name: str) -> Dataset:
+        return self.config.datasets[name]
 
     def slurm_account(self) -> str | None:
         """The account from the config, else the first set environment variable the site names."""
-        if self.config.get("slurm_account"):
-            return self.config["slurm_account"]
-        for var in self.site["slurm"]["account_env"]:
+        if self.config.slurm_account:
+            return self.config.slurm_account
+        for var in self.site.slurm.account_env:
             if os.environ.get(var):
                 return os.environ[var]
         return None
 
+    def require_container(self) -> Container:
+        """The site's image settings, for the steps that only a container site has."""
+        if self.site.container is None:
+            raise StudyError(f"site '{self.site_name}' runs without a container: there is nothing to build")
+        return self.site.container
+
     def require_account(self) -> str | None:
         account = self.slurm_account()
-        if self.site["slurm"]["account_required"] and not account:
-            names = ", ".join(f"${v}" for v in self.site["slurm"]["account_env"])
+        if self.site.slurm.account_required and not account:
+            names = ", ".join(f"${v}" for v in self.site.slurm.account_env)
             raise ConfigError(
                 "slurm_account",
                 None,
@@ -272,8 +283,11 @@ def study_from_dict(
     for parts, value in parsed_sets:
         set_dotted(config, parts, value)
     check_schema(config, paths.CONFIG_SCHEMA, source=f"config with site '{site_name}' study_overrides")
-    check_semantics(config, site_def)
-    return Study(config=config, site=site_def, site_replaced=tuple(replaced_values(user, config, site_overrides)))
+    study_config, site_record = StudyConfig.from_dict(config), Site.from_dict(site_def)
+    check_semantics(study_config, site_record)
+    return Study(
+        config=study_config, site=site_record, site_replaced=tuple(replaced_values(user, config, site_overrides))
+    )
 
 
 def load_study(

@@ -72,42 +72,48 @@ PlannedRun = Run | PendingRun
 
 
 def engines_per_node(study: Study) -> int:
-    rollout = study.config["parallel"]["rollout"]
-    return study.site["hardware"]["gpus_per_node"] // rollout["tensor_parallel"]
+    return study.site.hardware.gpus_per_node // study.config.parallel.rollout.tensor_parallel
 
 
 def concurrency_for(study: Study, one_node_prompts: int) -> int:
     """vLLM max_num_seqs per engine: all trajectories of the one-node workload generated at once."""
-    trajectories = one_node_prompts * study.config["algorithm"]["responses_per_prompt"]
+    trajectories = one_node_prompts * study.config.algorithm.responses_per_prompt
     return math.ceil(trajectories / engines_per_node(study))
 
 
 def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency: int) -> dict[str, Any]:
     cfg = study.config
-    data = cfg["datasets"][dataset]
-    container = study.site["container"]
-    # Engine options change what is measured; absent, they leave earlier run ids as they were.
-    options = {"engine_options": study.site["engine_options"]} if study.site.get("engine_options") else {}
+    data = cfg.datasets[dataset]
+    container = study.site.container
+    algorithm = cfg.algorithm
+    # Sections enter as the config wrote them (to_dict): an unset optional key stays absent, so adding
+    # one to the schema leaves earlier run ids as they were.
+    engine_options = study.site.engine_options.to_dict()
     return {
-        **options,
+        **({"engine_options": engine_options} if engine_options else {}),
         "site": study.site_name,
-        "engine": study.site["engine"],
-        "gpus_per_node": study.site["hardware"]["gpus_per_node"],
-        "container_base": container["base_image"] if container else None,
+        "engine": study.site.engine,
+        "gpus_per_node": study.site.hardware.gpus_per_node,
+        "container_base": container.base_image if container else None,
         # Added only where there is an image: runs without one keep the ids they had.
         **({"container_image": image_identity(study)} if container else {}),
-        "verl": cfg["software"]["verl"],
-        "model": {k: cfg["model"][k] for k in ("name", "source", "revision")},
+        "verl": cfg.software.verl,
+        "model": {"name": cfg.model.name, "source": cfg.model.source, "revision": cfg.model.revision},
         "dataset": {
             "name": dataset,
-            "source": data["source"],
-            "revision": data["revision"],
-            "max_prompt_length": data["max_prompt_length"],
-            "max_response_length": data["max_response_length"],
-            "memory": data["memory"],
+            "source": data.source,
+            "revision": data.revision,
+            "max_prompt_length": data.max_prompt_length,
+            "max_response_length": data.max_response_length,
+            "memory": data.memory.to_dict(),
         },
-        "algorithm": {k: cfg["algorithm"][k] for k in ("name", "responses_per_prompt", "lr", "steps")},
-        "parallel": cfg["parallel"],
+        "algorithm": {
+            "name": algorithm.name,
+            "responses_per_prompt": algorithm.responses_per_prompt,
+            "lr": algorithm.lr,
+            "steps": algorithm.steps,
+        },
+        "parallel": cfg.parallel.to_dict(),
         "nodes": nodes,
         "prompts": prompts,
         "concurrency": concurrency,
@@ -116,15 +122,15 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
 
 def _estimate(study: Study, dataset: str, nodes: int, trajectories: int) -> dict[str, float]:
     """A deliberately simple model: step time proportional to trajectories per node."""
-    per_trajectory = study.config["datasets"][dataset]["estimate"]["seconds_per_trajectory"]
-    estimate = study.config["estimate"]
+    per_trajectory = study.config.datasets[dataset].estimate.seconds_per_trajectory
+    estimate = study.config.estimate
     step_s = per_trajectory * trajectories / nodes
     # Start-up grows with the node count (image start and model load on every node, Ray joining,
     # engines initialising): a fixed part plus a part per doubling of nodes.
-    startup_min = estimate["startup_minutes"] + estimate.get("startup_minutes_per_doubling", 0) * math.log2(nodes)
-    runtime_min = startup_min + study.config["algorithm"]["steps"] * step_s / 60
-    limit = max(10, math.ceil(runtime_min * estimate["time_limit_factor"]))
-    longest = study.site["slurm"]["max_walltime_minutes"]
+    startup_min = estimate.startup_minutes + estimate.startup_minutes_per_doubling * math.log2(nodes)
+    runtime_min = startup_min + study.config.algorithm.steps * step_s / 60
+    limit = max(10, math.ceil(runtime_min * estimate.time_limit_factor))
+    longest = study.site.slurm.max_walltime_minutes
     if limit > longest:
         raise ConfigError(
             f"datasets.{dataset}.estimate.seconds_per_trajectory",
@@ -151,16 +157,16 @@ RESOURCE_NAMES = (
 
 def sbatch_resources(study: Study, nodes: int, minutes: int, partition: str | None = None) -> dict[str, Any]:
     """A job's sbatch resources, in the names Snakemake and its Slurm executor read."""
-    site = study.site
+    slurm, hardware = study.site.slurm, study.site.hardware
     return {
         "nodes": nodes,
-        "tasks_per_node": site["slurm"]["ntasks_per_node"],
-        "cpus_per_task": max(1, site["hardware"]["cpus_per_node"] // site["slurm"]["ntasks_per_node"]),
-        "mem_mb": site["hardware"]["memory_mb_per_node"],
+        "tasks_per_node": slurm.ntasks_per_node,
+        "cpus_per_task": max(1, hardware.cpus_per_node // slurm.ntasks_per_node),
+        "mem_mb": hardware.memory_mb_per_node,
         "runtime": minutes,
-        "slurm_partition": partition or site["slurm"]["partition"],
+        "slurm_partition": partition or slurm.partition,
         "slurm_account": study.slurm_account() or "",
-        "slurm_extra": f"--gpus-per-node={site['hardware']['gpus_per_node']}",
+        "slurm_extra": f"--gpus-per-node={hardware.gpus_per_node}",
     }
 
 
@@ -168,12 +174,11 @@ def make_run(
     study: Study, dataset: str, nodes: int, prompts: int, one_node_prompts: int, series: str, root: Path
 ) -> Run:
     cfg = study.config
-    n = cfg["algorithm"]["responses_per_prompt"]
-    data = cfg["datasets"][dataset]
-    gpus = study.site["hardware"]["gpus_per_node"]
-    training = cfg["parallel"]["training"]
+    n = cfg.algorithm.responses_per_prompt
+    data = cfg.datasets[dataset]
+    gpus = study.site.hardware.gpus_per_node
     trajectories = prompts * n
-    data_parallel = nodes * gpus // (training["tensor_parallel"] * training["pipeline_parallel"])
+    data_parallel = nodes * gpus // cfg.parallel.training.model_parallel
     if trajectories % data_parallel:
         raise ConfigError(
             f"datasets.{dataset}",
@@ -193,13 +198,13 @@ def make_run(
         prompts=prompts,
         responses_per_prompt=n,
         trajectories=trajectories,
-        max_prompt_length=data["max_prompt_length"],
-        max_response_length=data["max_response_length"],
-        steps=cfg["algorithm"]["steps"],
-        warmup_steps=cfg["algorithm"]["warmup_steps"],
+        max_prompt_length=data.max_prompt_length,
+        max_response_length=data.max_response_length,
+        steps=cfg.algorithm.steps,
+        warmup_steps=cfg.algorithm.warmup_steps,
         concurrency=concurrency,
         trajectories_per_engine=trajectories / (nodes * engines_per_node(study)),
-        memory=dict(data["memory"]),
+        memory=data.memory.to_dict(),
         verl_args=build_verl_args(cfg, study.site, dataset, nodes, prompts, concurrency, run_id, root),
         resources=sbatch_resources(study, nodes, int(estimate["time_limit_minutes"])),
         node_hours=round(nodes * estimate["runtime_minutes"] / 60, 3),
@@ -210,18 +215,18 @@ def make_run(
 
 def _pending_run(study: Study, dataset: str, nodes: int, factor: int, series: str) -> PendingRun:
     cfg = study.config
-    data = cfg["datasets"][dataset]
+    data = cfg.datasets[dataset]
     return PendingRun(
         series=[series],
         dataset=dataset,
         nodes=nodes,
-        gpus_per_node=study.site["hardware"]["gpus_per_node"],
-        responses_per_prompt=cfg["algorithm"]["responses_per_prompt"],
-        max_prompt_length=data["max_prompt_length"],
-        max_response_length=data["max_response_length"],
-        steps=cfg["algorithm"]["steps"],
-        warmup_steps=cfg["algorithm"]["warmup_steps"],
-        memory=dict(data["memory"]),
+        gpus_per_node=study.site.hardware.gpus_per_node,
+        responses_per_prompt=cfg.algorithm.responses_per_prompt,
+        max_prompt_length=data.max_prompt_length,
+        max_response_length=data.max_response_length,
+        steps=cfg.algorithm.steps,
+        warmup_steps=cfg.algorithm.warmup_steps,
+        memory=data.memory.to_dict(),
         pending=f"prompts = selection.{dataset} x {factor}; waits for the one-node sweep of {dataset}",
     )
 
@@ -239,16 +244,16 @@ def _add(runs: dict[Any, PlannedRun], key: Any, run: PlannedRun) -> None:
 def dataset_runs(study: Study, dataset: str, selected: int | None, root: Path) -> list[PlannedRun]:
     """Every run of one dataset; the scaling runs are pending while `selected` is None."""
     cfg = study.config
-    scaling = cfg["scaling"]
+    scaling = cfg.scaling
     runs: dict[Any, PlannedRun] = {}
-    pinned = cfg["selection"].get(dataset)
+    pinned = cfg.selection.get(dataset)
     if pinned is None:
-        for prompts in cfg["datasets"][dataset]["sweep"]:
+        for prompts in cfg.datasets[dataset].sweep:
             run = make_run(study, dataset, 1, prompts, prompts, "sweep", root)
             _add(runs, run.run_id, run)
-    series_points = [("weak", nodes, nodes) for nodes in scaling["weak_nodes"]]
-    ref = scaling["strong_reference_nodes"]
-    series_points += [("strong", nodes, ref) for nodes in scaling["strong_nodes"]]
+    series_points = [("weak", nodes, nodes) for nodes in scaling.weak_nodes]
+    ref = scaling.strong_reference_nodes
+    series_points += [("strong", nodes, ref) for nodes in scaling.strong_nodes]
     for series, nodes, factor in series_points:
         if selected is None:
             _add(runs, ("pending", nodes, factor), _pending_run(study, dataset, nodes, factor, series))
@@ -268,7 +273,7 @@ def build_plan(
     selection = selection or {}
     runs: list[PlannedRun] = []
     for dataset in study.datasets:
-        selected = study.config["selection"].get(dataset) or selection.get(dataset)
+        selected = study.config.selection.get(dataset) or selection.get(dataset)
         runs += dataset_runs(study, dataset, selected, root)
     return runs
 

@@ -36,7 +36,7 @@ def plan_table(study: Study, plan: list[PlannedRun]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     pending = [run for run in plan if isinstance(run, PendingRun)]
     lines = [
-        f"Study {study.config['study']['name']} on site '{study.site_name}': {len(plan)} runs "
+        f"Study {study.name} on site '{study.site_name}': {len(plan)} runs "
         f"({len(pending)} pending the sweep's selection)",
         "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
     ]

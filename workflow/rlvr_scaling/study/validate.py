@@ -13,6 +13,7 @@ import jsonschema
 import yaml
 
 from rlvr_scaling.errors import MISSING, ConfigError
+from rlvr_scaling.study.sections import Site, StudyConfig
 
 # Placeholders a site may use in container.binds and container.python (expanded by the launcher).
 CONTAINER_PLACEHOLDERS = ("python_prefix", "python_base_prefix", "repo")
@@ -89,7 +90,7 @@ def check_schema(document: Any, schema_path: Path, source: str = "config", ignor
         raise ConfigError(key, value, expected, source)
 
 
-def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
+def check_semantics(config: StudyConfig, site: Site) -> None:
     """What a schema cannot express: parallel layouts, caps against context, node lists."""
     _check_parallel(config, site)
     _check_datasets(config)
@@ -99,38 +100,38 @@ def check_semantics(config: dict[str, Any], site: dict[str, Any]) -> None:
     _check_steps_and_selection(config)
 
 
-def _check_parallel(config: dict[str, Any], site: dict[str, Any]) -> None:
-    gpus = site["hardware"]["gpus_per_node"]
-    rollout = config["parallel"]["rollout"]
-    per_replica = rollout["tensor_parallel"] * rollout["data_parallel"]
+def _check_parallel(config: StudyConfig, site: Site) -> None:
+    gpus = site.hardware.gpus_per_node
+    rollout = config.parallel.rollout
+    per_replica = rollout.tensor_parallel * rollout.data_parallel
     if gpus % per_replica:
         raise ConfigError(
             "parallel.rollout",
-            {"tensor_parallel": rollout["tensor_parallel"], "data_parallel": rollout["data_parallel"]},
+            {"tensor_parallel": rollout.tensor_parallel, "data_parallel": rollout.data_parallel},
             f"tensor_parallel x data_parallel = {per_replica} must divide the site's {gpus} GPUs per node "
             "(rollout replicas stay node-local)",
         )
-    training = config["parallel"]["training"]
-    if gpus % training["tensor_parallel"]:
+    training = config.parallel.training
+    if gpus % training.tensor_parallel:
         raise ConfigError(
             "parallel.training.tensor_parallel",
-            training["tensor_parallel"],
+            training.tensor_parallel,
             f"it must divide the site's {gpus} GPUs per node (tensor parallelism stays inside a node)",
         )
 
 
-def _check_datasets(config: dict[str, Any]) -> None:
-    context = config["model"]["max_context"]
-    for name, dataset in config["datasets"].items():
-        total = dataset["max_prompt_length"] + dataset["max_response_length"]
+def _check_datasets(config: StudyConfig) -> None:
+    context = config.model.max_context
+    for name, dataset in config.datasets.items():
+        total = dataset.max_length
         if total > context:
             raise ConfigError(
                 f"datasets.{name}.max_response_length",
-                dataset["max_response_length"],
+                dataset.max_response_length,
                 f"max_prompt_length + max_response_length = {total} must fit the model's context "
                 f"model.max_context = {context}",
             )
-        budget = dataset["memory"]["token_budget"]
+        budget = dataset.memory.token_budget
         if budget < total:
             raise ConfigError(
                 f"datasets.{name}.memory.token_budget",
@@ -140,27 +141,25 @@ def _check_datasets(config: dict[str, Any]) -> None:
             )
 
 
-def _check_strong_reference(config: dict[str, Any]) -> None:
-    scaling = config["scaling"]
-    if scaling["strong_reference_nodes"] not in scaling["strong_nodes"]:
+def _check_strong_reference(config: StudyConfig) -> None:
+    scaling = config.scaling
+    if scaling.strong_reference_nodes not in scaling.strong_nodes:
         raise ConfigError(
             "scaling.strong_reference_nodes",
-            scaling["strong_reference_nodes"],
-            f"it must be one of scaling.strong_nodes {scaling['strong_nodes']}",
+            scaling.strong_reference_nodes,
+            f"it must be one of scaling.strong_nodes {scaling.strong_nodes}",
         )
 
 
-def _check_node_counts(config: dict[str, Any], site: dict[str, Any]) -> None:
-    gpus = site["hardware"]["gpus_per_node"]
-    scaling = config["scaling"]
-    training = config["parallel"]["training"]
-    model_parallel = training["tensor_parallel"] * training["pipeline_parallel"]
-    max_nodes = site["slurm"]["max_nodes"]
-    for key in ("weak_nodes", "strong_nodes"):
-        for nodes in scaling[key]:
+def _check_node_counts(config: StudyConfig, site: Site) -> None:
+    gpus = site.hardware.gpus_per_node
+    model_parallel = config.parallel.training.model_parallel
+    max_nodes = site.slurm.max_nodes
+    for key, node_counts in (("weak_nodes", config.scaling.weak_nodes), ("strong_nodes", config.scaling.strong_nodes)):
+        for nodes in node_counts:
             if nodes > max_nodes:
                 raise ConfigError(
-                    f"scaling.{key}", nodes, f"site '{site['name']}' allows at most {max_nodes} nodes per job"
+                    f"scaling.{key}", nodes, f"site '{site.name}' allows at most {max_nodes} nodes per job"
                 )
             if (nodes * gpus) % model_parallel:
                 raise ConfigError(
@@ -171,60 +170,61 @@ def _check_node_counts(config: dict[str, Any], site: dict[str, Any]) -> None:
                 )
 
 
-def _check_steps_and_selection(config: dict[str, Any]) -> None:
-    algorithm = config["algorithm"]
-    if algorithm["warmup_steps"] >= algorithm["steps"]:
+def _check_steps_and_selection(config: StudyConfig) -> None:
+    algorithm = config.algorithm
+    if algorithm.warmup_steps >= algorithm.steps:
         raise ConfigError(
             "algorithm.warmup_steps",
-            algorithm["warmup_steps"],
-            f"it must be smaller than algorithm.steps = {algorithm['steps']} (some steps must be measured)",
+            algorithm.warmup_steps,
+            f"it must be smaller than algorithm.steps = {algorithm.steps} (some steps must be measured)",
         )
-    for name in config.get("only_datasets") or []:
-        if name not in config["datasets"]:
-            raise ConfigError("only_datasets", name, f"it must name a dataset ({', '.join(config['datasets'])})")
-    for name, prompts in config["selection"].items():
-        if name not in config["datasets"]:
-            raise ConfigError(f"selection.{name}", prompts, f"it must name a dataset ({', '.join(config['datasets'])})")
+    names = ", ".join(config.datasets)
+    for name in config.only_datasets or []:
+        if name not in config.datasets:
+            raise ConfigError("only_datasets", name, f"it must name a dataset ({names})")
+    for name, prompts in config.selection.items():
+        if name not in config.datasets:
+            raise ConfigError(f"selection.{name}", prompts, f"it must name a dataset ({names})")
         if prompts is None:
             continue
         if prompts < 1:
             raise ConfigError(f"selection.{name}", prompts, "a pinned selection must be a positive prompt count")
-        if prompts not in config["datasets"][name]["sweep"]:
+        if prompts not in config.datasets[name].sweep:
             warnings.warn(
-                f"selection.{name} = {prompts} is not in the sweep grid {config['datasets'][name]['sweep']}; "
+                f"selection.{name} = {prompts} is not in the sweep grid {config.datasets[name].sweep}; "
                 "using it as pinned",
                 stacklevel=3,  # the caller of check_semantics
             )
 
 
-def _check_container(site: dict[str, Any]) -> None:
-    container = site.get("container") or {}
-    if container:
-        suffix = ".sh.in" if container.get("build") == "venv-squashfs" else ".def.in"
-        if not container["definition"].endswith(suffix):
-            raise ConfigError(
-                "container.definition",
-                container["definition"],
-                f"a {suffix} template for container.build {container.get('build', 'definition')!r} "
-                f"(containers/verl-venv{'-squashfs.sh.in' if suffix == '.sh.in' else '.def.in'})",
-                f"site '{site['name']}'",
-            )
-    templates = [("binds", bind) for bind in container.get("binds", [])]
-    templates += [("exec_args", option) for option in container.get("exec_args", [])]
-    if "python" in container:
-        templates.append(("python", container["python"]))
+def _check_container(site: Site) -> None:
+    container = site.container
+    if container is None:
+        return
+    where = f"site '{site.name}'"
+    squashfs = container.build == "venv-squashfs"
+    suffix = ".sh.in" if squashfs else ".def.in"
+    if not container.definition.endswith(suffix):
+        raise ConfigError(
+            "container.definition",
+            container.definition,
+            f"a {suffix} template for container.build {container.build!r} "
+            f"(containers/verl-venv{'-squashfs.sh.in' if squashfs else '.def.in'})",
+            where,
+        )
+    templates = [("binds", bind) for bind in container.binds]
+    templates += [("exec_args", option) for option in container.exec_args]
+    templates.append(("python", container.python))
     for key, template in templates:
         try:
             fields = {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
         except ValueError as exc:
-            raise ConfigError(
-                f"container.{key}", template, f"it must be a valid template ({exc})", f"site '{site['name']}'"
-            ) from exc
+            raise ConfigError(f"container.{key}", template, f"it must be a valid template ({exc})", where) from exc
         unknown = fields - set(CONTAINER_PLACEHOLDERS)
         if unknown:
             raise ConfigError(
                 f"container.{key}",
                 template,
                 f"its placeholders must be among {', '.join('{' + n + '}' for n in CONTAINER_PLACEHOLDERS)}",
-                f"site '{site['name']}'",
+                where,
             )

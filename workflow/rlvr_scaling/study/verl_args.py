@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from rlvr_scaling import paths
+from rlvr_scaling.study.sections import Dataset, Memory, Site, StudyConfig, Training
 
 # The local engine's settings, each the fix for an obstacle of verl on CPU (docs/cpu-engine.md).
 CPU_ENGINE_ARGS = [
@@ -45,8 +45,8 @@ def _flag(value: bool) -> str:
 
 
 def build_verl_args(
-    study_config: dict[str, Any],
-    site: dict[str, Any],
+    config: StudyConfig,
+    site: Site,
     dataset: str,
     nodes: int,
     prompts: int,
@@ -54,59 +54,55 @@ def build_verl_args(
     experiment_name: str,
     root: Path,
 ) -> list[str]:
-    algorithm = study_config["algorithm"]
-    data = study_config["datasets"][dataset]
-    memory = data["memory"]
-    data_dir = paths.dataset_dir(root, site["name"], dataset)
-    args = [
+    data = config.datasets[dataset]
+    data_dir = paths.dataset_dir(root, site.name, dataset)
+    return [
         "algorithm.adv_estimator=grpo",
         "algorithm.use_kl_in_reward=False",
         f"data.train_files={data_dir / 'train.parquet'}",
         f"data.val_files={data_dir / 'val.parquet'}",
         f"data.train_batch_size={prompts}",
-        f"data.max_prompt_length={data['max_prompt_length']}",
-        f"data.max_response_length={data['max_response_length']}",
+        f"data.max_prompt_length={data.max_prompt_length}",
+        f"data.max_response_length={data.max_response_length}",
         "data.filter_overlong_prompts=True",
         "data.truncation=error",
-        f"actor_rollout_ref.model.path={paths.model_dir(root, site['name'])}",
-        f"actor_rollout_ref.actor.optim.lr={float(algorithm['lr'])}",
+        f"actor_rollout_ref.model.path={paths.model_dir(root, site.name)}",
+        f"actor_rollout_ref.actor.optim.lr={float(config.algorithm.lr)}",
         # One optimiser step per RL step: the whole batch is one mini-batch.
         f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
         "actor_rollout_ref.actor.use_kl_loss=False",
         "actor_rollout_ref.actor.use_dynamic_bsz=True",
-        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={memory['token_budget']}",
-        *_rollout_args(study_config, data, concurrency),
-        *_trainer_args(study_config, site, nodes, experiment_name),
-        *_training_engine_args(study_config["parallel"]["training"], memory),
+        f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={data.memory.token_budget}",
+        *_rollout_args(config, data, concurrency),
+        *_trainer_args(config, site, nodes, experiment_name),
+        *_training_engine_args(config.parallel.training, data.memory),
         *_site_args(site, nodes),
     ]
-    return args
 
 
-def _rollout_args(study_config: dict[str, Any], data: dict[str, Any], concurrency: int) -> list[str]:
-    rollout = study_config["parallel"]["rollout"]
-    memory = data["memory"]
-    model_len = data["max_prompt_length"] + data["max_response_length"]
+def _rollout_args(config: StudyConfig, data: Dataset, concurrency: int) -> list[str]:
+    rollout = config.parallel.rollout
+    memory = data.memory
+    share = rollout.gpu_memory_utilization if memory.gpu_memory_utilization is None else memory.gpu_memory_utilization
     return [
         "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
-        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={memory['token_budget']}",
-        f"actor_rollout_ref.rollout.name={rollout['engine']}",
-        f"actor_rollout_ref.rollout.n={study_config['algorithm']['responses_per_prompt']}",
-        f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout['tensor_parallel']}",
-        f"actor_rollout_ref.rollout.data_parallel_size={rollout['data_parallel']}",
-        "actor_rollout_ref.rollout.gpu_memory_utilization="
-        f"{memory.get('gpu_memory_utilization', rollout['gpu_memory_utilization'])}",
+        f"actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu={memory.token_budget}",
+        f"actor_rollout_ref.rollout.name={rollout.engine}",
+        f"actor_rollout_ref.rollout.n={config.algorithm.responses_per_prompt}",
+        f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout.tensor_parallel}",
+        f"actor_rollout_ref.rollout.data_parallel_size={rollout.data_parallel}",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={share}",
         f"actor_rollout_ref.rollout.max_num_seqs={concurrency}",
-        f"actor_rollout_ref.rollout.max_model_len={model_len}",
-        f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, model_len)}",
+        f"actor_rollout_ref.rollout.max_model_len={data.max_length}",
+        f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, data.max_length)}",
     ]
 
 
-def _trainer_args(study_config: dict[str, Any], site: dict[str, Any], nodes: int, experiment_name: str) -> list[str]:
-    steps = study_config["algorithm"]["steps"]
+def _trainer_args(config: StudyConfig, site: Site, nodes: int, experiment_name: str) -> list[str]:
+    steps = config.algorithm.steps
     return [
         f"trainer.nnodes={nodes}",
-        f"trainer.n_gpus_per_node={site['hardware']['gpus_per_node']}",
+        f"trainer.n_gpus_per_node={site.hardware.gpus_per_node}",
         f"trainer.total_training_steps={steps}",
         # Each epoch holds at least one step, so this many epochs never stops a run early.
         f"trainer.total_epochs={steps}",
@@ -116,28 +112,28 @@ def _trainer_args(study_config: dict[str, Any], site: dict[str, Any], nodes: int
         "trainer.resume_mode=disable",
         "trainer.critic_warmup=0",
         "trainer.logger=[console,file]",
-        f"trainer.project_name={study_config['study']['name']}",
+        f"trainer.project_name={config.study.name}",
         f"trainer.experiment_name={experiment_name}",
     ]
 
 
-def _training_engine_args(training: dict[str, Any], memory: dict[str, Any]) -> list[str]:
-    if training["engine"] != "megatron":
+def _training_engine_args(training: Training, memory: Memory) -> list[str]:
+    if training.engine != "megatron":
         fsdp = "actor_rollout_ref.actor.fsdp_config"
         return [
-            f"actor_rollout_ref.model.enable_gradient_checkpointing={_flag(memory['recompute'])}",
-            f"{fsdp}.param_offload={_flag(memory['offload'])}",
-            f"{fsdp}.optimizer_offload={_flag(memory['offload'])}",
+            f"actor_rollout_ref.model.enable_gradient_checkpointing={_flag(memory.recompute)}",
+            f"{fsdp}.param_offload={_flag(memory.offload)}",
+            f"{fsdp}.optimizer_offload={_flag(memory.offload)}",
         ]
     megatron = "actor_rollout_ref.actor.megatron"
     args = [
         "model_engine=megatron",
-        f"{megatron}.tensor_model_parallel_size={training['tensor_parallel']}",
-        f"{megatron}.pipeline_model_parallel_size={training['pipeline_parallel']}",
-        f"{megatron}.param_offload={_flag(memory['offload'])}",
-        f"{megatron}.optimizer_offload={_flag(memory['offload'])}",
+        f"{megatron}.tensor_model_parallel_size={training.tensor_parallel}",
+        f"{megatron}.pipeline_model_parallel_size={training.pipeline_parallel}",
+        f"{megatron}.param_offload={_flag(memory.offload)}",
+        f"{megatron}.optimizer_offload={_flag(memory.offload)}",
     ]
-    if memory["recompute"]:
+    if memory.recompute:
         args += [
             f"{megatron}.override_transformer_config.recompute_granularity=full",
             f"{megatron}.override_transformer_config.recompute_method=uniform",
@@ -146,17 +142,17 @@ def _training_engine_args(training: dict[str, Any], memory: dict[str, Any]) -> l
     return args
 
 
-def _site_args(site: dict[str, Any], nodes: int) -> list[str]:
+def _site_args(site: Site, nodes: int) -> list[str]:
     args = []
-    eager = site.get("engine_options", {}).get("rollout_enforce_eager")
+    eager = site.engine_options.rollout_enforce_eager
     if eager is not None:
         args.append(f"actor_rollout_ref.rollout.enforce_eager={_flag(eager)}")
-    if site["engine"] == "verl-cpu":
+    if site.cpu_engine:
         args += CPU_ENGINE_ARGS
-        if site["launch"]["kind"] == "local":
+        if site.launch.kind == "local":
             # verl starts Ray itself; with the Slurm launcher these are flags of `ray start` instead.
             args += [
                 f"+ray_kwargs.ray_init.num_cpus={CPU_ENGINE_RAY_CPUS}",
-                f"+ray_kwargs.ray_init.num_gpus={nodes * site['hardware']['gpus_per_node']}",
+                f"+ray_kwargs.ray_init.num_gpus={nodes * site.hardware.gpus_per_node}",
             ]
     return args

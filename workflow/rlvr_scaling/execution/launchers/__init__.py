@@ -42,7 +42,7 @@ def launcher_for(study: Study, root: Path) -> Launcher:
     from rlvr_scaling.execution.launchers.ray_srun import RaySrunLauncher
 
     kinds: dict[str, type] = {LocalLauncher.kind: LocalLauncher, RaySrunLauncher.kind: RaySrunLauncher}
-    kind = study.site["launch"]["kind"]
+    kind = study.site.launch.kind
     if kind not in kinds:  # the schema allows only these; a site built in code may not have been checked
         raise ConfigError(
             "launch.kind", kind, f"expected one of {', '.join(kinds)}", source=f"site '{study.site_name}'"

@@ -43,29 +43,29 @@ def start_ray_cluster(
     nodes = job_nodes(job_id)
     if len(nodes) != nodes_wanted:
         raise StudyError(f"{nodes_wanted} nodes are needed but Slurm job {job_id} has {nodes}")
-    launch_site = study.site["launch"]
-    engine_cpus = CPU_ENGINE_RAY_CPUS if study.site["engine"] == "verl-cpu" else study.site["hardware"]["cpus_per_node"]
+    site = study.site
+    engine_cpus = CPU_ENGINE_RAY_CPUS if site.cpu_engine else site.hardware.cpus_per_node
     cluster = RayCluster(
         job_id=job_id,
         nodes=nodes,
-        head_ip=local_node_ip(python_command(study, root), env, launch_site.get("node_interface")),
+        head_ip=local_node_ip(python_command(study, root), env, site.launch.node_interface),
         # Jobs on one host (or one login node) must not share Ray's port.
-        port=launch_site["ray_port"] + (int(job_id) % 400) * 5,
+        port=site.launch.ray_port + (int(job_id) % 400) * 5,
         gpus_per_node=gpus_per_node,
         cpus_per_node=engine_cpus,
-        slurm_cpus_per_node=study.site["hardware"]["cpus_per_node"],
+        slurm_cpus_per_node=site.hardware.cpus_per_node,
         # Fake nodes share one host's /dev/shm: keep the CPU engine's object stores small.
-        object_store_bytes=2**30 if study.site["engine"] == "verl-cpu" else None,
+        object_store_bytes=2**30 if site.cpu_engine else None,
         python=python_command(study, root),
         env=env,
-        unset_environment=launch_site.get("unset_environment", []),
+        unset_environment=site.launch.unset_environment,
         log_dir=log_dir,
-        interface=launch_site.get("node_interface"),
+        interface=site.launch.node_interface,
     )
     # Ray workers inherit the raylet's environment, not the driver's: the run's environment goes to
     # every `ray start`.
     env.update(expanded_environment(study, env))
-    for name in launch_site.get("unset_environment", []):
+    for name in site.launch.unset_environment:
         env.pop(name, None)
     job.update(node_list=nodes, ray_head=cluster.head_address)
     env["RAY_ADDRESS"] = cluster.head_address
@@ -75,7 +75,7 @@ def start_ray_cluster(
     env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     try:
         cluster.start()
-        cluster.wait(launch_site["join_timeout_seconds"])
+        cluster.wait(site.launch.join_timeout_seconds)
     except BaseException:
         cluster.stop()
         raise

@@ -1,0 +1,253 @@
+"""The study's config and the site as typed, frozen records, built once after the schema check.
+
+Each field is one key of config/config.yaml or of a site file (config/schema/ says what values it
+takes); an optional key's field holds its effective value, so no caller repeats a default. Every
+record keeps the mapping it was built from: `to_dict()` gives back exactly that mapping, which is
+what run ids hash and what runs record, so typing the study changed no run id. To change a value,
+change the mapping and build again (`from_dict`); the records are not edited in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+
+@dataclass(frozen=True)
+class Section:
+    """A mapping of the config or site file, typed; `raw` is that mapping as it was read."""
+
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, kw_only=True)
+
+    @classmethod
+    def from_dict(cls, mapping: dict[str, Any]) -> Self:
+        hints = typing.get_type_hints(cls)
+        values = {f.name: _typed(hints[f.name], mapping[f.name]) for f in dataclasses.fields(cls) if f.name in mapping}
+        return cls(**values, raw=copy.deepcopy(mapping))
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.raw)
+
+
+def _typed(hint: Any, value: Any) -> Any:
+    """A value of the mapping as its field's type says: nested sections are built, the rest copied."""
+    if value is None:
+        return None
+    if isinstance(hint, types.UnionType):  # `X | None`: what a present value is
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    if typing.get_origin(hint) is None and isinstance(hint, type) and issubclass(hint, Section):
+        return hint.from_dict(value)
+    if typing.get_origin(hint) is dict:
+        _, item = typing.get_args(hint)
+        return {key: _typed(item, entry) for key, entry in value.items()}
+    return copy.deepcopy(value)
+
+
+# The site (config/sites/<name>.yaml)
+
+
+@dataclass(frozen=True)
+class Hardware(Section):
+    gpus_per_node: int = 0
+    gpu_memory_gb: float = 0.0
+    cpus_per_node: int = 0  # usable cores per node (LUMI: 56 of 64)
+    memory_mb_per_node: int = 0
+
+
+@dataclass(frozen=True)
+class SlurmSite(Section):
+    partition: str = ""
+    max_nodes: int = 0
+    max_walltime_minutes: int = 0
+    ntasks_per_node: int = 2  # the Slurm executor needs more than one task per node for a multi-node job
+    account_required: bool = False
+    account_env: list[str] = field(default_factory=list)  # variables that may hold the account, in order
+    preflight_partition: str | None = None  # where the preflight job runs; None: `partition`
+    preflight_minutes: int = 20  # the preflight job's time limit
+
+
+@dataclass(frozen=True)
+class Launch(Section):
+    kind: str = "local"  # local | ray-srun (rlvr_scaling.execution.launchers)
+    ray_port: int = 6379
+    join_timeout_seconds: float = 600.0
+    unset_environment: list[str] = field(default_factory=list)  # removed before Ray and verl start
+    node_interface: str | None = None  # whose IPv4 address each node's Ray uses; None: Ray's own pick
+
+
+@dataclass(frozen=True)
+class Storage(Section):
+    results: str | None = None  # where results/ lives (a template); None: in the clone
+
+
+@dataclass(frozen=True)
+class Container(Section):
+    base_image: str = ""
+    definition: str = ""  # the template: a .def.in (build: definition) or .sh.in (build: venv-squashfs)
+    binds: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)  # shell commands run before the runtime (module load)
+    runtime: str = "apptainer"  # the command that builds and runs the image (LUMI: singularity)
+    base_sha256: str | None = None  # pinned: the build refuses another base, and it enters the run ids
+    build: str = "definition"  # definition | venv-squashfs
+    squashfs_args: list[str] = field(default_factory=list)
+    python: str = "python3"
+    verl_extras: list[str] = field(default_factory=lambda: ["verl-core"])
+    requirements: list[str] = field(default_factory=list)
+    constraints: str | None = None  # a pip constraints file in the repository (a lock)
+    build_args: list[str] = field(default_factory=list)
+    exec_args: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class EngineOptions(Section):
+    rollout_enforce_eager: bool | None = None  # None: verl's default
+    enforce_eager_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Site(Section):
+    name: str = ""
+    engine: str = "verl"  # verl | verl-cpu (the real trainer on CPU, rlvr_scaling.engines.cpu)
+    scheduler: str = "local"  # slurm | local
+    hardware: Hardware = field(default_factory=Hardware)
+    slurm: SlurmSite = field(default_factory=SlurmSite)
+    launch: Launch = field(default_factory=Launch)
+    storage: Storage = field(default_factory=Storage)
+    container: Container | None = None  # None: runs use this host's Python
+    engine_options: EngineOptions = field(default_factory=EngineOptions)
+    environment: dict[str, str] = field(default_factory=dict)  # set in every run; ${NAME} expands at start
+    study_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cpu_engine(self) -> bool:
+        return self.engine == "verl-cpu"
+
+    def recorded(self) -> dict[str, Any]:
+        """The site as a run records it: its facts, not the study it scales down."""
+        return {key: value for key, value in self.to_dict().items() if key != "study_overrides"}
+
+
+# The study (config/config.yaml, after the site's study_overrides)
+
+
+@dataclass(frozen=True)
+class StudyName(Section):
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Software(Section):
+    verl: str = ""
+
+
+@dataclass(frozen=True)
+class Model(Section):
+    name: str = ""
+    source: str = "huggingface"  # huggingface (downloaded at `revision`) | tiny (built on the spot)
+    revision: str = "main"
+    max_context: int = 0
+
+
+@dataclass(frozen=True)
+class Algorithm(Section):
+    name: str = "grpo"
+    responses_per_prompt: int = 0
+    lr: float = 0.0
+    steps: int = 0
+    warmup_steps: int = 0  # the first steps, left out of every summary
+
+
+@dataclass(frozen=True)
+class Rollout(Section):
+    engine: str = "vllm"
+    tensor_parallel: int = 1
+    data_parallel: int = 1
+    gpu_memory_utilization: float = 0.5
+
+
+@dataclass(frozen=True)
+class Training(Section):
+    engine: str = "megatron"
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+
+    @property
+    def model_parallel(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel
+
+
+@dataclass(frozen=True)
+class Parallel(Section):
+    rollout: Rollout = field(default_factory=Rollout)
+    training: Training = field(default_factory=Training)
+
+
+@dataclass(frozen=True)
+class Memory(Section):
+    recompute: bool = False
+    offload: bool = False
+    token_budget: int = 0  # ppo_max_token_len_per_gpu and log_prob_max_token_len_per_gpu
+    gpu_memory_utilization: float | None = None  # None: parallel.rollout's
+
+
+@dataclass(frozen=True)
+class DatasetEstimate(Section):
+    seconds_per_trajectory: float = 0.0
+
+
+@dataclass(frozen=True)
+class Dataset(Section):
+    format: str = ""  # how rows are built: gsm8k | dapo_math
+    source: str = ""  # a Hugging Face dataset, or `synthetic`
+    revision: str = "main"
+    max_prompt_length: int = 0
+    max_response_length: int = 0
+    memory: Memory = field(default_factory=Memory)
+    sweep: list[int] = field(default_factory=list)  # prompts per node on one node
+    estimate: DatasetEstimate = field(default_factory=DatasetEstimate)
+
+    @property
+    def max_length(self) -> int:
+        return self.max_prompt_length + self.max_response_length
+
+
+@dataclass(frozen=True)
+class Scaling(Section):
+    weak_nodes: list[int] = field(default_factory=list)
+    strong_nodes: list[int] = field(default_factory=list)
+    strong_reference_nodes: int = 1
+
+
+@dataclass(frozen=True)
+class SelectionRule(Section):
+    memory_cap_fraction: float = 0.98  # of the site's GPU memory
+    tolerance: float = 0.02  # points within this share of the best throughput tie
+
+
+@dataclass(frozen=True)
+class Estimate(Section):
+    startup_minutes: float = 0.0
+    time_limit_factor: float = 2.0
+    startup_minutes_per_doubling: float = 0.0
+
+
+@dataclass(frozen=True)
+class StudyConfig(Section):
+    site: str = "local"
+    slurm_account: str | None = None
+    only_datasets: list[str] | None = None
+    overrides: dict[str, Any] | None = None
+    study: StudyName = field(default_factory=StudyName)
+    software: Software = field(default_factory=Software)
+    model: Model = field(default_factory=Model)
+    algorithm: Algorithm = field(default_factory=Algorithm)
+    parallel: Parallel = field(default_factory=Parallel)
+    datasets: dict[str, Dataset] = field(default_factory=dict)
+    scaling: Scaling = field(default_factory=Scaling)
+    selection: dict[str, int | None] = field(default_factory=dict)  # pinned prompts per node
+    selection_rule: SelectionRule = field(default_factory=SelectionRule)
+    estimate: Estimate = field(default_factory=Estimate)
