@@ -31,7 +31,7 @@ onstart:
 # Slurm jobs.
 localrules:
     all,
-    preflight_definition,
+    step_settings,
     container_recipe,
     dataset,
     model,

@@ -3,15 +3,19 @@
 
 rule summary:
     input:
-        "results/runs/{run_id}",
+        run="results/runs/{run_id}",
+        settings=STEP["summary"]["settings"],
+        code=STEP["summary"]["code"],
     output:
         "results/summaries/{run_id}.json",
     log:
         "results/logs/summaries/{run_id}.log",
     params:
         cli=CLI,
+        warmup_steps=STUDY.config.algorithm.warmup_steps,
     shell:
-        "{params.cli} summarize {input} --output {output} > {log} 2>&1"
+        "{params.cli} summarize {input.run} --warmup-steps {params.warmup_steps} "
+        "--output {output} > {log} 2>&1"
 
 
 rule index:
@@ -22,6 +26,8 @@ rule index:
             else f"results/selection/{wc.dataset}.json"
         ),
         summaries=dataset_summaries,
+        settings=STEP["index"]["settings"],
+        code=STEP["index"]["code"],
     output:
         "results/index/{dataset}.json",
     log:
@@ -39,7 +45,9 @@ rule index:
 
 rule tables:
     input:
-        INDEXES,
+        indexes=INDEXES,
+        settings=STEP["tables"]["settings"],
+        code=STEP["tables"]["code"],
     output:
         report(
             directory("results/tables"),
@@ -56,12 +64,14 @@ rule tables:
         warmup_steps=STUDY.config.algorithm.warmup_steps,
         reference_nodes=STUDY.config.scaling.strong_reference_nodes,
     shell:
-        "{params.cli} tables {params.study} --output {output} {input} > {log} 2>&1"
+        "{params.cli} tables {params.study} --output {output} {input.indexes} > {log} 2>&1"
 
 
 rule figures:
     input:
-        INDEXES,
+        indexes=INDEXES,
+        settings=STEP["figures"]["settings"],
+        code=STEP["figures"]["code"],
     output:
         report(
             directory("results/figures"),
@@ -78,4 +88,4 @@ rule figures:
         warmup_steps=STUDY.config.algorithm.warmup_steps,
         reference_nodes=STUDY.config.scaling.strong_reference_nodes,
     shell:
-        "{params.cli} figures {params.study} --output {output} {input} > {log} 2>&1"
+        "{params.cli} figures {params.study} --output {output} {input.indexes} > {log} 2>&1"

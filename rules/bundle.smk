@@ -6,6 +6,8 @@ rule report:
         tables="results/tables",
         figures="results/figures",
         indexes=INDEXES,
+        settings=STEP["report"]["settings"],
+        code=STEP["report"]["code"],
     output:
         report(
             "results/report/study.md",
@@ -28,6 +30,8 @@ rule bundle:
         tables="results/tables",
         figures="results/figures",
         indexes=INDEXES,
+        settings=STEP["bundle"]["settings"],
+        code=STEP["bundle"]["code"],
     output:
         BUNDLE,
     log:

@@ -9,7 +9,7 @@ from rlvr_scaling.snakemake_api import (
     results_root_or_exit,
     container_files,
     effective_config_path,
-    preflight_definition_path,
+    step_inputs,
     write_effective_config,
 )
 
@@ -31,13 +31,17 @@ STUDY_ARGS = f"--config {STUDY_FILE}"
 MODEL_DIR = f"results/models/{SITE}"
 BUNDLE = f"results/bundle/{STUDY.name}-{SITE}.tar.gz"
 PREFLIGHT = f"results/preflight/{SITE}.json"
-PREFLIGHT_DEFINITION = preflight_definition_path(STUDY)
+# Per step, the settings file and the modules that define its output besides its data: a step reruns
+# exactly when one of them changed (rlvr_scaling.step_inputs).
+STEP = step_inputs(STUDY)
 CONTAINER = container_files(STUDY)
 
 
 wildcard_constraints:
     run_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
+    step=r"[a-z]+",
+    settings_digest=r"[0-9a-f]{12}",
 
 
 def dataset_files(dataset):

@@ -1,23 +1,26 @@
 # One job per run of the plan; the sweep's selection (a checkpoint) decides the scaling runs.
 
 
-rule preflight_definition:
+rule step_settings:
     output:
-        PREFLIGHT_DEFINITION,
+        "results/steps/{step}-{settings_digest}.json",
     log:
-        f"results/logs/preflight/{SITE}-definition.log",
+        "results/logs/steps/{step}-{settings_digest}.log",
     params:
         cli=CLI,
         study=STUDY_ARGS,
     shell:
-        "{params.cli} preflight-definition {params.study} --output {output} > {log} 2>&1"
+        "{params.cli} step-settings {params.study} --step {wildcards.step} --output {output} > {log} 2>&1"
 
 
 rule preflight:
     input:
-        definition=PREFLIGHT_DEFINITION,
-        data=[dataset_files(dataset) for dataset in DATASETS],
-        model=MODEL_DIR,
+        settings=STEP["preflight"]["settings"],
+        # It needs the data and the model in place, but checks the engine stack, not them: taken as
+        # ancient, a changed dataset does not rerun it, and so cannot hide that the runs made from
+        # that dataset are stale (Snakemake 9 then misses the runs' updated input: snakemake#4166).
+        data=[ancient(f) for dataset in DATASETS for f in dataset_files(dataset)],
+        model=ancient(MODEL_DIR),
         container=container_image(),
     output:
         "results/preflight/{site}.json",
@@ -59,9 +62,11 @@ rule run:
 
 checkpoint selection:
     input:
-        lambda wc: expand(
+        summaries=lambda wc: expand(
             "results/summaries/{run_id}.json", run_id=PLAN.sweep_run_ids(wc.dataset)
         ),
+        settings=STEP["selection"]["settings"],
+        code=STEP["selection"]["code"],
     output:
         "results/selection/{dataset}.json",
     log:
@@ -71,4 +76,4 @@ checkpoint selection:
         study=STUDY_ARGS,
     shell:
         "{params.cli} select {params.study} --dataset {wildcards.dataset} "
-        "--output {output} {input} > {log} 2>&1"
+        "--output {output} {input.summaries} > {log} 2>&1"

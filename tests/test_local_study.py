@@ -7,6 +7,8 @@ import hashlib
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -16,11 +18,12 @@ from pathlib import Path
 
 import pytest
 from matplotlib import image
+from rlvr_scaling import paths
 from rlvr_scaling.analysis.console_log import read_console
 from rlvr_scaling.analysis.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
 from rlvr_scaling.paths import WORKFLOW_PARTS, link_workflow
 
-from .conftest import REPO
+from .conftest import PYTHON, REPO
 from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes
 
 # One test worker runs these in order: the shared study comes first, the test that changes it last.
@@ -305,6 +308,124 @@ def test_a_killed_workflow_leaves_no_process_and_a_rerun_redoes_exactly_the_kill
     plan = snakemake(workdir, "-n", "--cores", "2", "--rerun-incomplete", "--configfile", str(single)).stdout
     assert plan.count("rule run:") == 1 and f"results/runs/{run_id}" in plan
     assert "rule dataset:" not in plan and "rule model:" not in plan
+
+
+def _planned(workdir: Path, *overrides: str) -> dict[str, int]:
+    """The jobs a run of the finished study would do, per rule, with these `overrides:` lines."""
+    configfiles = [REDUCED]
+    if overrides:
+        extra = workdir.parent / f"{workdir.name}-overrides.yaml"
+        extra.write_text("overrides:\n" + "".join(f"  {line}\n" for line in overrides))
+        configfiles.append(str(extra))
+    # One --configfile with every file: a second --configfile option would replace the first.
+    output = snakemake(workdir, "-n", "--cores", "2", "--configfile", *configfiles).stdout
+    if "Job stats:" not in output:
+        assert "Nothing to be done" in output, output[-2000:]
+        return {}
+    table = output.split("Job stats:")[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+def test_a_changed_setting_or_module_reruns_exactly_the_steps_that_read_it(local_study: Path) -> None:
+    workdir = local_study
+    results = workdir / "results"
+    downstream = {"index": 1, "tables": 1, "figures": 1, "report": 1, "bundle": 1, "all": 1}
+    assert _planned(workdir) == {}
+    # No step reads the time-limit margin: the bundle, which holds the config, is remade; no run is.
+    assert _planned(workdir, "estimate.time_limit_factor: 4.0") == {"step_settings": 1, "bundle": 1, "all": 1}
+    # The selection rule: the selection and what is made from it (the scaling runs change only if the
+    # selected workload does, which the checkpoint decides when it has run); not the preflight.
+    rule = _planned(workdir, "selection_rule.tolerance: 0.5")
+    assert rule == {"step_settings": 2, "selection": 1, **downstream}, rule
+    # The warm-up is the analysis's: every summary again, and no run. Before the selection (a
+    # checkpoint) has run again, Snakemake can name only the sweep's summaries.
+    sweep = len(json.loads((results / "selection" / "gsm8k.json").read_text())["points"])
+    warmup = _planned(workdir, "algorithm.warmup_steps: 2")
+    assert warmup == {"step_settings": 3, "summary": sweep, "selection": 1, **downstream}, warmup
+    # The figures' code: the figures and what holds them, not the tables or anything before.
+    figures = paths.PACKAGE_DIR / "analysis" / "figures.py"
+    original = figures.read_bytes()
+    try:
+        figures.write_bytes(original + b"\n# an edit\n")
+        assert _planned(workdir) == {"figures": 1, "report": 1, "bundle": 1, "all": 1}
+    finally:
+        figures.write_bytes(original)
+    # Back as it was, with a newer time stamp: Snakemake compares contents and redoes nothing.
+    assert _planned(workdir) == {}
+
+    # One real rerun: a new warm-up re-summarises every run and starts none.
+    runs_before = {p.name: (p / "job.json").stat().st_mtime_ns for p in (results / "runs").iterdir()}
+    extra = workdir.parent / f"{workdir.name}-overrides.yaml"
+    extra.write_text("overrides:\n  algorithm.warmup_steps: 2\n")
+    rerun = snakemake(workdir, "--cores", "2", "--configfile", REDUCED, str(extra))
+    assert "rule run:" not in rerun.stdout + rerun.stderr
+    for path in (results / "summaries").iterdir():
+        assert json.loads(path.read_text())["summary"]["warmup_steps"] == 2, path.name
+    assert "of which the first 2 are warm-up" in (results / "report" / "study.md").read_text()
+    assert {p.name: (p / "job.json").stat().st_mtime_ns for p in (results / "runs").iterdir()} == runs_before
+    # And back: the study's own warm-up again, for the tests after this one.
+    snakemake(workdir, "--cores", "2", "--configfile", REDUCED)
+    assert _planned(workdir) == {}
+
+
+def _status(workdir: Path, *configfiles: str) -> dict:
+    command = [PYTHON, "-m", "rlvr_scaling", "status", "--json", "--configfile", REDUCED, *configfiles]
+    return json.loads(subprocess.run(command, cwd=workdir, check=True, capture_output=True, text=True).stdout)
+
+
+def test_status_says_which_runs_are_complete_stale_failed_missing_or_pending(local_study: Path) -> None:
+    workdir = local_study
+    results = workdir / "results"
+    finished = _status(workdir)
+    assert {o["state"] for o in finished["outputs"]} == {"complete"}
+    # The study's runs: those of the current plan (results/runs may hold runs an earlier plan made).
+    run_ids = sorted(o["name"] for o in finished["outputs"] if o["stage"] == "runs")
+    assert set(run_ids) <= {p.name for p in (results / "runs").iterdir()} and len(run_ids) >= 4
+    assert finished["stages"]["runs"]["complete"] == len(run_ids) and finished["stages"]["bundle"]["complete"] == 1
+
+    sweep = {point["run_id"] for point in json.loads((results / "selection" / "gsm8k.json").read_text())["points"]}
+    failed = sorted(sweep)[0]
+    aside = workdir.parent / f"{workdir.name}-aside"
+    (results / "runs" / failed).rename(aside)
+    note = results / "failed" / failed / "20260101T000000Z" / "FAILED.txt"
+    note.parent.mkdir(parents=True)
+    note.write_text("verl exited with status 1\n")
+    # The dataset changed: every run made from it is stale. (A newer time stamp alone is not enough:
+    # Snakemake compares the input's checksum with the one it recorded.)
+    manifest = results / "data" / "local" / "gsm8k" / "manifest.json"
+    original = manifest.read_bytes()
+    manifest.write_bytes(original + b"\n")
+    extra = workdir.parent / f"{workdir.name}-third-point.yaml"
+    extra.write_text("overrides:\n  datasets.gsm8k.sweep: [2, 4, 6]\n")
+    try:
+        found = _status(workdir)
+        states = {o["name"]: o for o in found["outputs"] if o["stage"] == "runs"}
+        assert states[failed]["state"] == "failed" and "verl exited with status 1" in states[failed]["why"]
+        # The sweep's runs are stale; the scaling runs wait for the selection, which is made again
+        # from them first and may choose another workload.
+        for name in set(run_ids) - {failed}:
+            if name in sweep:
+                assert states[name]["state"] == "stale" and states[name]["why"] == "updated input files", name
+            else:
+                assert states[name]["state"] == "pending" and "selection of gsm8k" in states[name]["why"], name
+        assert found["stages"]["selection"]["stale"] == 1
+        text = subprocess.run(
+            [PYTHON, "-m", "rlvr_scaling", "status", "--configfile", REDUCED],
+            cwd=workdir,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert failed in text and "verl exited with status 1" in text and "updated input files" in text
+        # A new sweep point is a run not made yet.
+        states = {o["name"]: o for o in _status(workdir, str(extra))["outputs"] if o["stage"] == "runs"}
+        third = next(name for name in states if name.startswith("gsm8k-n1-p6-"))
+        assert states[third]["state"] == "missing" and states[failed]["state"] == "failed"
+    finally:
+        manifest.write_bytes(original)
+        shutil.rmtree(results / "failed" / failed)
+        aside.rename(results / "runs" / failed)
+    assert {o["state"] for o in _status(workdir)["outputs"]} == {"complete"}
 
 
 def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scaling_runs(local_study: Path) -> None:

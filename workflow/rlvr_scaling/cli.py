@@ -99,7 +99,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_summarize(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.summary import summarize_run
 
-    summary = summarize_run(Path(args.run_dir))
+    summary = summarize_run(Path(args.run_dir), args.warmup_steps)
     write_json(Path(args.output), summary.to_json())
     failed = "; ".join(c.detail for c in summary.failed_checks())
     print(f"{summary.run_id}: {'valid' if summary.valid else 'INVALID: ' + failed}")
@@ -177,10 +177,14 @@ def cmd_container_definition(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_preflight_definition(args: argparse.Namespace) -> int:
-    from rlvr_scaling.execution.preflight import preflight_defines
+def cmd_step_settings(args: argparse.Namespace) -> int:
+    from rlvr_scaling.step_inputs import settings_path, settings_text
 
-    write_text_atomically(Path(args.output), preflight_defines(_load(args)))
+    study = _load(args)
+    expected = Path(settings_path(study, args.step)).name
+    if Path(args.output).name != expected:
+        raise StudyError(f"{args.output} is not the name of the {args.step} settings of this study ({expected})")
+    write_text_atomically(Path(args.output), settings_text(study, args.step))
     return 0
 
 
@@ -214,6 +218,29 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.status import (
+        render_status,
+        snakemake_args,
+        snakemake_summary,
+        status_document,
+        study_as_snakemake_reads_it,
+        study_status,
+    )
+
+    root = Path(args.root)
+    configfiles = [str(Path(path).resolve()) for path in args.configfile]
+    study = study_as_snakemake_reads_it(configfiles, args.site)
+    outputs = snakemake_summary(root, snakemake_args(configfiles, args.site))
+    entries = study_status(outputs, current_plan(study, root), root)
+    if args.json:
+        print_json(status_document(study, entries), sys.stdout)
+    else:
+        sys.stdout.write(render_status(study, entries))
+    return 0
+
+
 def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], text: str, study: bool = True) -> Any:
     command = sub.add_parser(name, help=text)
     if study:
@@ -223,6 +250,8 @@ def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], tex
 
 
 def _add_stage_commands(sub: Any) -> None:
+    from rlvr_scaling.step_inputs import SETTINGS_STEPS
+
     plan = _command(sub, "plan", cmd_plan, "print every run of the study")
     plan.add_argument("--json", action="store_true", help="print the plan as a JSON list")
     data = _command(sub, "data", cmd_data, "prepare one dataset in verl's schema, with a manifest")
@@ -240,10 +269,9 @@ def _add_stage_commands(sub: Any) -> None:
     build.add_argument("--definition", required=True)
     build.add_argument("--image", required=True)
     build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
-    defines = _command(
-        sub, "preflight-definition", cmd_preflight_definition, "write what the preflight checks (study and site)"
-    )
-    defines.add_argument("--output", required=True)
+    settings = _command(sub, "step-settings", cmd_step_settings, "write the study's settings a step reads")
+    settings.add_argument("--step", required=True, choices=SETTINGS_STEPS)
+    settings.add_argument("--output", required=True, help="results/steps/<step>-<digest>.json")
     preflight = _command(sub, "preflight", cmd_preflight, "check the engine stack on the site before any run")
     preflight.add_argument("--output", required=True, help="results/preflight/<site>.json")
     launch = _command(sub, "launch", cmd_launch, "run one run of the plan into results/runs/<run_id>")
@@ -264,6 +292,7 @@ def _add_analysis_commands(sub: Any) -> None:
     metrics.add_argument("--json", action="store_true")
     summarize = _command(sub, "summarize", cmd_summarize, "a run's summary with its validity checks", study=False)
     summarize.add_argument("run_dir")
+    summarize.add_argument("--warmup-steps", type=int, help="leading steps left out (default: the run's spec)")
     summarize.add_argument("--output", required=True)
     selection = _command(sub, "select", cmd_select, "choose the one-node workload from the sweep summaries")
     selection.add_argument("--dataset", required=True)
@@ -286,6 +315,13 @@ def _add_analysis_commands(sub: Any) -> None:
     for option in ("--output", "--report", "--tables", "--figures"):
         bundle.add_argument(option, required=True)
     bundle.add_argument("indexes", nargs="+")
+    status = _command(
+        sub, "status", cmd_status, "every run and output: complete, stale, failed, missing, pending", False
+    )
+    status.add_argument("--configfile", nargs="*", default=[], help="as given to snakemake, merged over the config")
+    status.add_argument("--site", default=None, help="as snakemake --config site=... (default: the config's site)")
+    status.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
+    status.add_argument("--json", action="store_true")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,10 +14,11 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.selection_io import current_plan, sweep_run_ids
 from rlvr_scaling.errors import StudyError
-from rlvr_scaling.execution.preflight import preflight_defines, preflight_nodes
+from rlvr_scaling.execution.preflight import preflight_nodes
 from rlvr_scaling.execution.storage import link_results
 from rlvr_scaling.fsutil import write_text_atomically
 from rlvr_scaling.inputs.container import image_path, recipe_path, record_path
+from rlvr_scaling.step_inputs import SETTINGS_STEPS, STEP_MODULES, settings_path, step_code
 from rlvr_scaling.study.config import Study, study_from_dict
 from rlvr_scaling.study.identity import canonical_json, digest
 from rlvr_scaling.study.plan import (
@@ -121,12 +122,18 @@ class Lookup:
         return {name: of(name) for name in RESOURCE_NAMES}
 
 
-def preflight_definition_path(study: Study) -> str:
-    """What the preflight checks (the study and the site), in a file named by its content: a changed
-    study or site is a new input of the preflight, which reruns before any new run (finished runs
-    stay: they take the preflight as `ancient`)."""
-    name = f"{study.site_name}.defines-{digest(preflight_defines(study), 12)}.json"
-    return str(paths.results_dir(Path(".")) / "preflight" / name)
+def step_inputs(study: Study) -> dict[str, dict[str, Any]]:
+    """Per derived step, what defines it besides its data (rlvr_scaling.step_inputs): `settings`, the
+    file of the settings it reads, named by their content, and `code`, the modules it runs. The
+    preflight's settings are the study and the site: a changed one reruns it before any new run
+    (finished runs stay: they take the preflight as `ancient`)."""
+    return {
+        step: {
+            "settings": settings_path(study, step) if step in SETTINGS_STEPS else [],
+            "code": step_code(step) if step in STEP_MODULES else [],
+        }
+        for step in dict.fromkeys([*SETTINGS_STEPS, *STEP_MODULES])
+    }
 
 
 def container_files(study: Study) -> dict[str, str]:

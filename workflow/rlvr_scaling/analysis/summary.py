@@ -103,7 +103,9 @@ def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> RunSummary:
     )
 
 
-def summarize_run(run_dir: Path) -> RunSummary:
+def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
+    """`warmup_steps`: the study's, which the workflow passes (warm-up is the analysis's choice, not
+    part of a run's identity: changing it re-summarises the runs and reruns none); None: the run's own."""
     spec = json.loads((run_dir / "spec.json").read_text())
     job = json.loads((run_dir / "job.json").read_text())
     run = spec["run"]
@@ -117,7 +119,9 @@ def summarize_run(run_dir: Path) -> RunSummary:
     checks = validity_checks(run, spec["study"], steps, problems)
     return RunSummary(
         **_identity_fields(spec),
-        measured=Measured.from_json(summarize_steps(steps, n_gpus, run["warmup_steps"])),
+        measured=Measured.from_json(
+            summarize_steps(steps, n_gpus, run["warmup_steps"] if warmup_steps is None else warmup_steps)
+        ),
         checks=checks,
         valid=all(c.passed for c in checks),
         status="succeeded",

@@ -31,7 +31,6 @@ from rlvr_scaling.fsutil import write_json
 from rlvr_scaling.inputs.container import module_environment, python_command, record_path, require_runtime
 from rlvr_scaling.inputs.container_build import base_changed_since_build
 from rlvr_scaling.study.config import Study
-from rlvr_scaling.study.identity import canonical_json
 from rlvr_scaling.study.plan import PlannedRun, Run, build_plan, known_runs
 
 PROBE = Path(__file__).with_name("preflight_probe.py")
@@ -238,11 +237,6 @@ def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:
     if engine and engine["versions"].get("verl") != pinned:
         problems.append(f"verl {engine['versions'].get('verl')} in the engine's Python, the study pins {pinned}")
     return problems
-
-
-def preflight_defines(study: Study) -> str:
-    """What defines the preflight's verdict, as one canonical text: the study and the site."""
-    return canonical_json({"config": study.config.to_dict(), "site": study.site.to_dict()})
 
 
 def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:

@@ -91,6 +91,10 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
     engine_options = study.site.engine_options.to_dict()
     return {
         **({"engine_options": engine_options} if engine_options else {}),
+        # The variables every run gets (NCCL, HSA, OMP threads...) change what it measures. As the
+        # site writes them: ${SLURM_JOB_ID} stays a reference. Where and how a job starts (partition,
+        # account, launch.*, storage) does not enter: docs/study.md, "What defines a run".
+        "environment": dict(study.site.environment),
         "site": study.site_name,
         "engine": study.site.engine,
         "gpus_per_node": study.site.hardware.gpus_per_node,

@@ -1,0 +1,93 @@
+"""What defines each derived step and each run: a changed setting or module names exactly the steps
+and runs that read it (the workflow wiring is checked by dry runs in test_local_study.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from rlvr_scaling import paths
+from rlvr_scaling.step_inputs import SETTINGS_STEPS, settings_path, step_code
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan, known_runs
+
+from .conftest import PYTHON
+from .study_edits import edited
+
+
+def _changed_steps(**changes: dict) -> set[str]:
+    study = load_study(site="lumi")
+    other = edited(study, **changes)
+    return {step for step in SETTINGS_STEPS if settings_path(study, step) != settings_path(other, step)}
+
+
+def _run_ids(study) -> set[str]:  # noqa: ANN001
+    return {run.run_id for run in known_runs(build_plan(study, {"gsm8k": 100, "dapo_math": 10}, Path("/r")))}
+
+
+def test_a_changed_setting_names_new_settings_files_for_exactly_the_steps_that_read_it() -> None:
+    assert _changed_steps(config={"selection_rule": {"tolerance": 0.5}}) == {"selection", "bundle"}
+    assert _changed_steps(config={"algorithm": {"warmup_steps": 2}}) == {"summary", "report", "bundle"}
+    assert _changed_steps(config={"scaling": {"strong_reference_nodes": 8}}) == {
+        "preflight",
+        "index",
+        "tables",
+        "figures",
+        "report",
+        "bundle",
+    }
+    # Time-limit estimates: no step reads them (the runs' time limits change, the runs do not).
+    assert _changed_steps(config={"estimate": {"time_limit_factor": 3.0}}) == {"bundle"}
+    assert _changed_steps(site={"slurm": {"partition": "other-g"}}) == {"preflight"}
+    assert _changed_steps() == set()
+
+
+def test_each_step_runs_its_module_and_what_it_imports_and_no_other_steps() -> None:
+    def names(step: str) -> set[str]:
+        return {str(Path(path).relative_to(paths.PACKAGE_DIR)) for path in step_code(step)}
+
+    assert {"analysis/tables.py", "analysis/stats.py", "analysis/models.py"} <= names("tables")
+    assert "analysis/figures.py" not in names("tables") and "publish/report.py" not in names("tables")
+    assert {"analysis/figures.py", "analysis/tables.py"} <= names("figures")  # figures are drawn from tables
+    assert "analysis/tables.py" not in names("summary") and "analysis/summary.py" in names("summary")
+    for step in ("summary", "selection", "index", "tables", "figures", "report", "bundle"):
+        assert "cli.py" not in names(step) and "execution/launch.py" not in names(step), step
+        assert all(Path(path).is_file() for path in step_code(step))
+
+
+def test_what_a_run_measures_names_a_new_run_and_how_it_starts_does_not() -> None:
+    study = load_study(site="lumi")
+    base = _run_ids(study)
+    for changes in (
+        {"site": {"environment": {"NCCL_NET_GDR_LEVEL": "SYS"}}},
+        {"site": {"engine_options": {"rollout_enforce_eager": False}}},
+        {"config": {"algorithm": {"lr": 1e-6}}},
+    ):
+        assert _run_ids(edited(study, **changes)).isdisjoint(base), changes
+    for changes in (
+        {"site": {"slurm": {"partition": "other-g", "max_walltime_minutes": 4000}}},
+        {"site": {"launch": {"ray_port": 6400, "join_timeout_seconds": 900}}},
+        {"site": {"storage": {"results": "/flash/{account}/results"}}},
+        {"config": {"selection_rule": {"tolerance": 0.5}, "estimate": {"time_limit_factor": 3.0}}},
+        {"config": {"algorithm": {"warmup_steps": 2}}},
+    ):
+        assert _run_ids(edited(study, **changes)) == base, changes
+
+
+def test_the_settings_command_writes_only_the_file_its_name_promises(tmp_path: Path) -> None:
+    study = load_study()
+    good = tmp_path / Path(settings_path(study, "tables")).name
+    command = [PYTHON, "-m", "rlvr_scaling", "step-settings", "--step", "tables"]
+    subprocess.run([*command, "--output", str(good)], check=True, capture_output=True)
+    assert good.read_text().strip() == '{"strong_reference_nodes":2}'
+    stale = tmp_path / "tables-000000000000.json"
+    result = subprocess.run([*command, "--output", str(stale)], capture_output=True, text=True)
+    assert result.returncode != 0 and "is not the name of the tables settings" in result.stderr
+    assert not stale.exists()
+
+
+@pytest.mark.parametrize("step", SETTINGS_STEPS)
+def test_settings_files_live_under_results_steps(step: str) -> None:
+    path = Path(settings_path(load_study(), step))
+    assert path.parent == Path("results") / "steps" and path.name.startswith(f"{step}-")

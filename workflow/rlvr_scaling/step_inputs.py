@@ -1,0 +1,120 @@
+"""What defines a derived step's output besides its data: the study's settings it reads and the code
+that computes it.
+
+Both are inputs of the step's rule. The settings are a file named by their content,
+results/steps/<step>-<digest>.json (made by the rule step_settings): a changed setting names another
+file, so the rule's input set changes and Snakemake's `input` trigger reruns it. The code is the
+package's module files the step runs: an edited module is newer and has other contents, so the
+`mtime` trigger reruns the step (Snakemake compares checksums before it believes a newer time stamp,
+so a checkout that only touches files reruns nothing). A setting or module a step does not read
+leaves it, and everything made from it, alone.
+
+The runs are not steps here: what defines a run's result is its identity (study.plan), and a run is
+redone only when that changes, never for a changed launcher module or an unread setting.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.identity import canonical_json, digest
+
+STEPS_DIR = "steps"
+# The module each step's CLI command runs; the code it depends on is what that imports (at module
+# level) from the package. cli.py only parses and calls, so it is no step's code.
+STEP_MODULES = {
+    "summary": "analysis.summary",
+    "selection": "analysis.selection",
+    "index": "analysis.results_io",
+    "tables": "analysis.tables",
+    "figures": "analysis.figures",
+    "report": "publish.report",
+    "bundle": "publish.bundle",
+}
+
+
+def step_settings(study: Study, step: str) -> dict[str, Any]:
+    """The settings of the study `step` reads, and nothing else."""
+    config = study.config
+    reference = {"strong_reference_nodes": config.scaling.strong_reference_nodes}
+    if step == "preflight":
+        # What the preflight checks: the study and the site, but not what it cannot see (time-limit
+        # estimates, the selection rule, the warm-up the analysis leaves out; the raw overrides,
+        # which the config holds applied).
+        unseen = ("estimate", "selection_rule", "overrides")
+        checked = {key: value for key, value in config.to_dict().items() if key not in unseen}
+        checked["algorithm"].pop("warmup_steps", None)
+        return {"config": checked, "site": study.site.to_dict()}
+    if step == "summary":
+        return {"warmup_steps": config.algorithm.warmup_steps}
+    if step == "selection":
+        return {"selection_rule": config.selection_rule.to_dict()}
+    if step == "index":  # which runs belong to which series
+        return {"selection": config.selection, "scaling": config.scaling.to_dict()}
+    if step in ("tables", "figures"):
+        return reference
+    if step == "report":
+        algorithm = config.algorithm
+        return {
+            "study": study.name,
+            "site": study.site_name,
+            "model": {"name": config.model.name, "source": config.model.source, "revision": config.model.revision},
+            "algorithm": {
+                "responses_per_prompt": algorithm.responses_per_prompt,
+                "lr": algorithm.lr,
+                "steps": algorithm.steps,
+                "warmup_steps": algorithm.warmup_steps,
+            },
+            **reference,
+        }
+    if step == "bundle":  # it holds the config
+        return config.to_dict()
+    raise KeyError(f"no settings are defined for step {step!r}")
+
+
+SETTINGS_STEPS = ("preflight", "summary", "selection", "index", "tables", "figures", "report", "bundle")
+
+
+def settings_text(study: Study, step: str) -> str:
+    return canonical_json(step_settings(study, step)) + "\n"
+
+
+def settings_path(study: Study, step: str, root: Path | None = None) -> str:
+    """results/steps/<step>-<digest of its settings>.json"""
+    name = f"{step}-{digest(settings_text(study, step), 12)}.json"
+    return str(paths.results_dir(root or Path(".")) / STEPS_DIR / name)
+
+
+def _imported_modules(source: Path) -> set[str]:
+    names = set()
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlvr_scaling"):
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # from pkg import module
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("rlvr_scaling"))
+    return names
+
+
+def _module_file(name: str) -> Path | None:
+    base = paths.PACKAGE_DIR.parent / name.replace(".", "/")
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None  # a name imported from a module, not a module
+
+
+def step_code(step: str) -> list[str]:
+    """The package's files the step runs: its module and what that imports from the package, at
+    module level (imports inside functions are deferred on purpose and left out)."""
+    todo, seen = [f"rlvr_scaling.{STEP_MODULES[step]}"], set()
+    while todo:
+        source = _module_file(todo.pop())
+        if source is not None and source not in seen:
+            seen.add(source)
+            todo += _imported_modules(source)
+    return sorted(str(path) for path in seen)
