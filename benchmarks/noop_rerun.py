@@ -6,6 +6,10 @@ and how long it takes to plan the rerun of one changed setting.
 WORKDIR is a working directory whose study has finished (after `make demo`: the repository itself;
 after the tests: pytest's kept local-study folder, /tmp/pytest-of-$USER/pytest-N/local-study0, with
 --configfile tests/data/reduced.yaml). Only dry runs: nothing in WORKDIR changes.
+
+On a machine where Slurm is installed but its controller is down, every Snakemake start waits about
+9 s more: the Slurm executor plugin runs `scontrol show config` (10 s timeout) when it is imported,
+even for a local run. Measure with the controller up, or without Slurm installed.
 """
 
 from __future__ import annotations

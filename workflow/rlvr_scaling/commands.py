@@ -1,0 +1,224 @@
+"""What each `rlvr-scaling` subcommand does: it reads its arguments and calls the package (cli.py
+declares the arguments). Each imports what it needs when it runs: `plan` and the rules' lookups stay
+fast on a login node, without pandas, matplotlib or anything of the engine."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.fsutil import print_json, write_json, write_text_atomically
+
+
+def _load(args: argparse.Namespace):
+    from rlvr_scaling.study.config import load_study
+
+    return load_study(args.config, sets=args.sets, site=args.site)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.study.plan_view import plan_table, results_line, site_note
+
+    study = _load(args)
+    plan = current_plan(study, Path(args.root))
+    if not args.json:
+        sys.stdout.write(plan_table(study, plan))
+        print(results_line(study, Path(args.root)))
+        return 0
+    print_json([run.to_dict() for run in plan], sys.stdout)
+    if note := site_note(study):
+        print(f"rlvr-scaling: note: {note}", file=sys.stderr)
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.data import prepare_dataset
+
+    manifest = prepare_dataset(_load(args), args.dataset, Path(args.output))
+    rows = {split: f["rows"] for split, f in manifest["files"].items()}
+    print(f"dataset {args.dataset} ({manifest['source']}) written to {args.output}: {rows}")
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.model import prepare_model
+
+    manifest = prepare_model(_load(args), Path(args.output))
+    print(f"model {manifest['name']} ({manifest['source']}) written to {args.output}")
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.execution.launch import RunFailed, launch
+    from rlvr_scaling.study.plan import find_run
+
+    study = _load(args)
+    root = Path(args.root).resolve()
+    run = find_run(current_plan(study, root), args.run_id)
+    try:
+        final = launch(study, run, root, timeout_s=args.timeout)
+    except RunFailed as exc:
+        print(f"rlvr-scaling: run failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"run {run.run_id} succeeded: {final}")
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.metrics_view import describe_inspection, inspect_metrics
+
+    found = inspect_metrics(Path(args.file), args.n_gpus, args.warmup_steps, args.steps)
+    if args.json:
+        print_json(found.to_dict(), sys.stdout)
+    else:
+        sys.stdout.write(describe_inspection(found, args.n_gpus, args.warmup_steps))
+    return 1 if found.problems else 0
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.summary import summarize_run
+
+    summary = summarize_run(Path(args.run_dir), args.warmup_steps)
+    write_json(Path(args.output), summary.to_json())
+    failed = "; ".join(c.detail for c in summary.failed_checks())
+    print(f"{summary.run_id}: {'valid' if summary.valid else 'INVALID: ' + failed}")
+    return 0
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.selection import select_from_files
+
+    chosen = select_from_files(_load(args), args.dataset, [Path(p) for p in args.summaries])
+    write_json(Path(args.output), chosen)
+    print(f"selection for {args.dataset}: {chosen['reason']}")
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.results_io import index_dataset
+
+    selection = Path(args.selection) if args.selection else None
+    summaries = [Path(p) for p in args.summaries]
+    index_dataset(_load(args), args.dataset, selection, summaries, Path(args.root), Path(args.output))
+    return 0
+
+
+def _results(args: argparse.Namespace):
+    from rlvr_scaling.analysis.results_io import load_results
+
+    return load_results([Path(p) for p in args.indexes], Path(args.root))
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.tables import write_tables
+
+    study = _load(args)
+    written = write_tables(_results(args), study.config.scaling.strong_reference_nodes, Path(args.output))
+    print(f"{len(written)} table files in {args.output}")
+    return 0
+
+
+def cmd_figures(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.figures import write_figures
+
+    study = _load(args)
+    reference = study.config.scaling.strong_reference_nodes
+    written = write_figures(_results(args), reference, Path(args.output))
+    print(f"{len(written)} figure files in {args.output}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rlvr_scaling.publish.report import render_report
+
+    study = _load(args)
+    render_report(study.config, _results(args), Path(args.tables), Path(args.figures), Path(args.output))
+    print(f"report: {args.output}")
+    return 0
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from rlvr_scaling.publish.bundle import write_bundle
+
+    study = _load(args)
+    indexes = [Path(p) for p in args.indexes]
+    parts = (Path(args.report), Path(args.tables), Path(args.figures))
+    count = write_bundle(Path(args.root), Path(args.output), *parts, _results(args), indexes, study.config.to_dict())
+    print(f"bundle {args.output}: {count} files")
+    return 0
+
+
+def cmd_container_definition(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.container import render_definition
+
+    write_text_atomically(Path(args.output), render_definition(_load(args)))
+    print(f"container definition: {args.output}")
+    return 0
+
+
+def cmd_step_settings(args: argparse.Namespace) -> int:
+    from rlvr_scaling.step_inputs import settings_path, settings_text
+
+    study = _load(args)
+    expected = Path(settings_path(study, args.step)).name
+    if Path(args.output).name != expected:
+        raise StudyError(f"{args.output} is not the name of the {args.step} settings of this study ({expected})")
+    write_text_atomically(Path(args.output), settings_text(study, args.step))
+    return 0
+
+
+def cmd_container_build(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.container_build import build_image
+
+    facts = build_image(_load(args), Path(args.definition), Path(args.image), Path(args.record))
+    print(f"image: {args.image} sha256 {facts['image']['sha256']}; base sha256 {facts['base_image']['sha256']}")
+    return 0
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from rlvr_scaling.execution.preflight import run_preflight
+
+    study = _load(args)
+    record, written = run_preflight(study, Path(args.root), Path(args.output))
+    engine = record["engine"]
+    versions = ", ".join(f"{k} {v}" for k, v in engine.get("versions", {}).items() if v)
+    print(
+        f"preflight on site '{study.site_name}': Python {engine.get('python')}, {versions}; "
+        f"{record['runs_checked']} runs composed"
+    )
+    for warning in record["warnings"]:
+        print(f"rlvr-scaling: warning: {warning}", file=sys.stderr)
+    if not record["problems"]:
+        print(f"preflight passed: {written}")
+        return 0
+    print(f"rlvr-scaling: preflight found {len(record['problems'])} problem(s) (record: {written}):", file=sys.stderr)
+    for problem in record["problems"]:
+        print(f"  - {problem}", file=sys.stderr)
+    return 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.status import (
+        render_status,
+        snakemake_args,
+        snakemake_summary,
+        status_document,
+        study_as_snakemake_reads_it,
+        study_status,
+    )
+
+    root = Path(args.root)
+    configfiles = [str(Path(path).resolve()) for path in args.configfile]
+    study = study_as_snakemake_reads_it(configfiles, args.site)
+    outputs = snakemake_summary(root, snakemake_args(configfiles, args.site))
+    entries = study_status(outputs, current_plan(study, root), root)
+    if args.json:
+        print_json(status_document(study, entries), sys.stdout)
+    else:
+        sys.stdout.write(render_status(study, entries))
+    return 0
