@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     sets = [f"algorithm.steps={args.steps}"]
     # The workload of the sweep's first point, pinned so that multi-node runs are planned too.
-    first_point = load_study(sets=sets).config["datasets"][args.dataset]["sweep"][0]
+    first_point = load_study(sets=sets).config.datasets[args.dataset].sweep[0]
     sets.append(f"selection.{args.dataset}={first_point}")
     study = load_study(sets=sets)
     with tempfile.TemporaryDirectory() as tmp:

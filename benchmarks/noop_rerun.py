@@ -15,6 +15,7 @@ even for a local run. Measure with the controller up, or without Slurm installed
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
@@ -56,8 +57,9 @@ def main() -> None:
         extra.write("overrides:\n  selection_rule.tolerance: 0.5\n")
         extra.flush()
         seconds, output = dry_run_seconds(args.workdir, [*configfiles, extra.name])
-    jobs = output.split("Job stats:")[1].split("total")[0].split()[2:] if "Job stats:" in output else []
-    print(f"changed selection rule, `snakemake -n`: {seconds:.2f} s, jobs planned: {' '.join(jobs)}")
+    table = output.split("Job stats:")[1] if "Job stats:" in output else ""
+    jobs = [f"{rule} {count}" for rule, count in re.findall(r"^(\w+)\s+(\d+)$", table, re.M) if rule != "total"]
+    print(f"changed selection rule, `snakemake -n`: {seconds:.2f} s, jobs planned: {', '.join(jobs)}")
 
 
 if __name__ == "__main__":

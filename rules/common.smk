@@ -40,7 +40,7 @@ CONTAINER = container_files(STUDY)
 wildcard_constraints:
     run_id=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     dataset=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    step=r"[a-z]+",
+    step=r"[a-z]+(@[A-Za-z0-9][A-Za-z0-9_.-]*)?",
     settings_digest=r"[0-9a-f]{12}",
 
 

@@ -2,6 +2,9 @@
 
 
 rule dataset:
+    input:
+        # Source, revision and format: a changed one makes the dataset again (and names new runs).
+        settings=lambda wc: STEP[f"dataset@{wc.dataset}"]["settings"],
     output:
         dataset_files("{dataset}"),
     log:

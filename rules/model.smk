@@ -2,6 +2,8 @@
 
 
 rule model:
+    input:
+        settings=STEP["model"]["settings"],
     output:
         directory(MODEL_DIR),
     log:

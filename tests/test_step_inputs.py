@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import paths
-from rlvr_scaling.step_inputs import SETTINGS_STEPS, settings_path, step_code
+from rlvr_scaling.step_inputs import SETTINGS_STEPS, settings_path, settings_steps, step_code
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
 
@@ -19,7 +19,8 @@ from .study_edits import edited
 def _changed_steps(**changes: dict) -> set[str]:
     study = load_study(site="lumi")
     other = edited(study, **changes)
-    return {step for step in SETTINGS_STEPS if settings_path(study, step) != settings_path(other, step)}
+    steps = settings_steps(study)
+    return {step for step in steps if settings_path(study, step) != settings_path(other, step)}
 
 
 def _run_ids(study) -> set[str]:  # noqa: ANN001
@@ -37,8 +38,15 @@ def test_a_changed_setting_names_new_settings_files_for_exactly_the_steps_that_r
         "report",
         "bundle",
     }
-    # Time-limit estimates: no step reads them (the runs' time limits change, the runs do not).
-    assert _changed_steps(config={"estimate": {"time_limit_factor": 3.0}}) == {"bundle"}
+    # Time-limit estimates: the preflight checks every run fits a job (the runs do not change).
+    assert _changed_steps(config={"estimate": {"time_limit_factor": 3.0}}) == {"preflight", "bundle"}
+    # An input's own settings: that input is made again, and what checks or holds them.
+    assert _changed_steps(config={"datasets": {"gsm8k": {"revision": "v2"}}}) == {
+        "dataset@gsm8k",
+        "preflight",
+        "bundle",
+    }
+    assert _changed_steps(config={"model": {"revision": "abc123"}}) == {"model", "preflight", "report", "bundle"}
     assert _changed_steps(site={"slurm": {"partition": "other-g"}}) == {"preflight"}
     assert _changed_steps() == set()
 

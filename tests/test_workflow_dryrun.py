@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from rlvr_scaling.inputs.container import python_command
-from rlvr_scaling.step_inputs import SETTINGS_STEPS
+from rlvr_scaling.step_inputs import SETTINGS_STEPS, settings_steps
 from rlvr_scaling.study.config import load_study
 
 from .conftest import PYTHON, REPO
@@ -45,8 +45,9 @@ def test_lumi_profile_dry_run_before_the_sweep(lumi_workdir: Path) -> None:
     output = snakemake(lumi_workdir, "--profile", "lumi", "-n", env=ACCOUNT).stdout
     counts = job_counts(output)
     assert counts["run"] == 9 and counts["selection"] == 2 and counts["container_image"] == 1
-    # One settings file per step that reads the study (step_inputs.SETTINGS_STEPS), shared by datasets.
-    assert counts["container_recipe"] == 1 and counts["step_settings"] == len(SETTINGS_STEPS)
+    # One settings file per step that reads the study, and one per dataset (step_inputs.settings_steps).
+    steps = settings_steps(load_study(site="lumi"))
+    assert counts["container_recipe"] == 1 and counts["step_settings"] == len(steps) == len(SETTINGS_STEPS) + 2
     assert "checkpoint" in output
 
 

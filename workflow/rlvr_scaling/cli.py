@@ -32,8 +32,6 @@ def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], tex
 
 
 def _add_stage_commands(sub: Any) -> None:
-    from rlvr_scaling.step_inputs import SETTINGS_STEPS
-
     plan = _command(sub, "plan", commands.cmd_plan, "print every run of the study")
     plan.add_argument("--json", action="store_true", help="print the plan as a JSON list")
     data = _command(sub, "data", commands.cmd_data, "prepare one dataset in verl's schema, with a manifest")
@@ -58,7 +56,7 @@ def _add_stage_commands(sub: Any) -> None:
     build.add_argument("--image", required=True)
     build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
     settings = _command(sub, "step-settings", commands.cmd_step_settings, "write the study's settings a step reads")
-    settings.add_argument("--step", required=True, choices=SETTINGS_STEPS)
+    settings.add_argument("--step", required=True, help="preflight, summary, ..., dataset@<name>")
     settings.add_argument("--output", required=True, help="results/steps/<step>-<digest>.json")
     preflight = _command(sub, "preflight", commands.cmd_preflight, "check the engine stack on the site before any run")
     preflight.add_argument("--output", required=True, help="results/preflight/<site>.json")

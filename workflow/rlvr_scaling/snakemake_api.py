@@ -18,7 +18,7 @@ from rlvr_scaling.execution.preflight import preflight_nodes
 from rlvr_scaling.execution.storage import link_results
 from rlvr_scaling.fsutil import write_text_atomically
 from rlvr_scaling.inputs.container import image_path, recipe_path, record_path
-from rlvr_scaling.step_inputs import SETTINGS_STEPS, STEP_MODULES, settings_path, step_code
+from rlvr_scaling.step_inputs import STEP_MODULES, settings_path, settings_steps, step_code
 from rlvr_scaling.study.config import Study, study_from_dict
 from rlvr_scaling.study.identity import canonical_json, digest
 from rlvr_scaling.study.plan import (
@@ -128,11 +128,8 @@ def step_inputs(study: Study) -> dict[str, dict[str, Any]]:
     preflight's settings are the study and the site: a changed one reruns it before any new run
     (finished runs stay: they take the preflight as `ancient`)."""
     return {
-        step: {
-            "settings": settings_path(study, step) if step in SETTINGS_STEPS else [],
-            "code": step_code(step) if step in STEP_MODULES else [],
-        }
-        for step in dict.fromkeys([*SETTINGS_STEPS, *STEP_MODULES])
+        step: {"settings": settings_path(study, step), "code": step_code(step) if step in STEP_MODULES else []}
+        for step in settings_steps(study)
     }
 
 

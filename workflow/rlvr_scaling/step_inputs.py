@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
+from rlvr_scaling.errors import StudyError
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import canonical_json, digest
 
 STEPS_DIR = "steps"
-# The module each step's CLI command runs; the code it depends on is what that imports (at module
-# level) from the package. cli.py only parses and calls, so it is no step's code.
+# The module each derived step's command runs; the code it depends on is what that imports (at
+# module level) from the package. cli.py and commands.py only read arguments and call it, so they are
+# no step's code. The preflight (a Slurm job on a cluster) and the inputs are redone for a changed
+# setting, not for an edited module.
 STEP_MODULES = {
     "summary": "analysis.summary",
     "selection": "analysis.selection",
@@ -38,14 +41,26 @@ STEP_MODULES = {
 
 
 def step_settings(study: Study, step: str) -> dict[str, Any]:
-    """The settings of the study `step` reads, and nothing else."""
+    """The settings of the study `step` reads, and nothing else. `dataset@<name>`: one dataset's."""
     config = study.config
     reference = {"strong_reference_nodes": config.scaling.strong_reference_nodes}
+    kind, _, part = step.partition("@")
+    if kind == "dataset" and part in config.datasets:
+        data = config.datasets[part]
+        return {"name": part, "format": data.format, "source": data.source, "revision": data.revision}
+    if step == "model":
+        model = config.model
+        return {
+            "name": model.name,
+            "source": model.source,
+            "revision": model.revision,
+            "max_context": model.max_context,
+        }
     if step == "preflight":
-        # What the preflight checks: the study and the site, but not what it cannot see (time-limit
-        # estimates, the selection rule, the warm-up the analysis leaves out; the raw overrides,
-        # which the config holds applied).
-        unseen = ("estimate", "selection_rule", "overrides")
+        # What the preflight checks: the study (with the estimates: every run must fit a job's time
+        # limit) and the site, but not the selection rule or the warm-up the analysis leaves out (nor
+        # the raw overrides, which the config holds applied).
+        unseen = ("selection_rule", "overrides")
         checked = {key: value for key, value in config.to_dict().items() if key not in unseen}
         checked["algorithm"].pop("warmup_steps", None)
         return {"config": checked, "site": study.site.to_dict()}
@@ -73,10 +88,15 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
         }
     if step == "bundle":  # it holds the config
         return config.to_dict()
-    raise KeyError(f"no settings are defined for step {step!r}")
+    raise StudyError(f"no settings are defined for step {step!r} (steps: {', '.join(settings_steps(study))})")
 
 
-SETTINGS_STEPS = ("preflight", "summary", "selection", "index", "tables", "figures", "report", "bundle")
+def settings_steps(study: Study) -> list[str]:
+    """Every step with a settings file: one per dataset of the study, then the rest."""
+    return [*(f"dataset@{name}" for name in study.datasets), *SETTINGS_STEPS]
+
+
+SETTINGS_STEPS = ("model", "preflight", "summary", "selection", "index", "tables", "figures", "report", "bundle")
 
 
 def settings_text(study: Study, step: str) -> str:

@@ -102,9 +102,11 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
         # Added only where there is an image: runs without one keep the ids they had.
         **({"container_image": image_identity(study)} if container else {}),
         "verl": cfg.software.verl,
-        "model": {"name": cfg.model.name, "source": cfg.model.source, "revision": cfg.model.revision},
+        # max_context sizes the tiny model; a downloaded one has its own.
+        "model": {k: getattr(cfg.model, k) for k in ("name", "source", "revision", "max_context")},
         "dataset": {
             "name": dataset,
+            "format": data.format,
             "source": data.source,
             "revision": data.revision,
             "max_prompt_length": data.max_prompt_length,
