@@ -331,9 +331,9 @@ def test_a_changed_setting_or_module_reruns_exactly_the_steps_that_read_it(local
     results = workdir / "results"
     downstream = {"index": 1, "tables": 1, "figures": 1, "report": 1, "bundle": 1, "all": 1}
     assert _planned(workdir) == {}
-    # The time-limit margin: the preflight checks it again and the bundle holds it; no run is redone.
+    # The time-limit margin: the bundle holds it; nothing else reads it, no run is redone.
     margin = _planned(workdir, "estimate.time_limit_factor: 4.0")
-    assert margin == {"step_settings": 2, "preflight": 1, "bundle": 1, "all": 1}, margin
+    assert margin == {"step_settings": 1, "bundle": 1, "all": 1}, margin
     # The selection rule: the selection and what is made from it (the scaling runs change only if the
     # selected workload does, which the checkpoint decides when it has run); not the preflight.
     rule = _planned(workdir, "selection_rule.tolerance: 0.5")

@@ -38,8 +38,8 @@ def test_a_changed_setting_names_new_settings_files_for_exactly_the_steps_that_r
         "report",
         "bundle",
     }
-    # Time-limit estimates: the preflight checks every run fits a job (the runs do not change).
-    assert _changed_steps(config={"estimate": {"time_limit_factor": 3.0}}) == {"preflight", "bundle"}
+    # Time-limit estimates: only the bundle, which holds the config (the runs do not change).
+    assert _changed_steps(config={"estimate": {"time_limit_factor": 3.0}}) == {"bundle"}
     # An input's own settings: that input is made again, and what checks or holds them.
     assert _changed_steps(config={"datasets": {"gsm8k": {"revision": "v2"}}}) == {
         "dataset@gsm8k",

@@ -57,10 +57,12 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
             "max_context": model.max_context,
         }
     if step == "preflight":
-        # What the preflight checks: the study (with the estimates: every run must fit a job's time
-        # limit) and the site, but not the selection rule or the warm-up the analysis leaves out (nor
-        # the raw overrides, which the config holds applied).
-        unseen = ("selection_rule", "overrides")
+        # What the preflight checks: the study and the site, but not the selection rule or the warm-up
+        # the analysis leaves out (nor the raw overrides, which the config holds applied). Nor the
+        # estimates: a run over a job's time limit stops the planning with an error naming the key
+        # anyway, and a preflight made again would hide the other steps' changes in that invocation
+        # (snakemake#4166: the runs take it as ancient), e.g. the bundle that holds the estimates.
+        unseen = ("estimate", "selection_rule", "overrides")
         checked = {key: value for key, value in config.to_dict().items() if key not in unseen}
         checked["algorithm"].pop("warmup_steps", None)
         return {"config": checked, "site": study.site.to_dict()}
