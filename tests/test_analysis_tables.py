@@ -599,3 +599,12 @@ def test_written_csv_holds_the_same_numbers(fabricated: FabricatedStudy, tmp_pat
             assert md_row == [f"{v:.4g}" if isinstance(v, float) else "" if v is None else str(v) for v in row.values()]
         tex = (tmp_path / f"{table}.tex").read_text()
         assert tex.count(r" \\") == len(rows) + 1, table
+
+
+def test_the_studys_warmup_wins_over_the_runs_own(fabricated: FabricatedStudy) -> None:
+    # The workflow passes the study's warm-up: a changed one re-summarises runs made with another.
+    run = fabricated.run("gsm8k", "weak", 16)
+    own = summarize_run(run.run_dir).measured
+    later = summarize_run(run.run_dir, warmup_steps=own.warmup_steps + 1).measured
+    assert later.warmup_steps == own.warmup_steps + 1 and later.steps_used == own.steps_used - 1
+    assert later.step_time_s.mean != own.step_time_s.mean
