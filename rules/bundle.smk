@@ -32,8 +32,11 @@ rule bundle:
         indexes=INDEXES,
         settings=STEP["bundle"]["settings"],
         code=STEP["bundle"]["code"],
+        # The Snakemake HTML report, once `snakemake --report results/report/workflow.html` made it:
+        # the bundle is packed again with it.
+        workflow_report=workflow_report,
     output:
-        BUNDLE,
+        directory(BUNDLE),
     log:
         "results/logs/bundle.log",
     params:

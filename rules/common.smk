@@ -1,4 +1,5 @@
 # Shared state of one Snakemake invocation: the validated study, plan lookups, paths.
+import os
 import shlex
 import sys
 
@@ -29,7 +30,10 @@ STUDY_FILE = effective_config_path(STUDY_CONFIG)
 CLI = f"{shlex.quote(sys.executable)} -m rlvr_scaling"
 STUDY_ARGS = f"--config {STUDY_FILE}"
 MODEL_DIR = f"results/models/{SITE}"
-BUNDLE = f"results/bundle/{STUDY.name}-{SITE}.tar.gz"
+# The bundle's directory: it holds <study>-<site>-<date>.tar.gz, dated by the day its last run ended,
+# which is known only once the runs are done.
+BUNDLE = f"results/bundle/{STUDY.name}-{SITE}"
+WORKFLOW_REPORT = "results/report/workflow.html"
 PREFLIGHT = f"results/preflight/{SITE}.json"
 # Per step, the settings file and the modules that define its output besides its data: a step reruns
 # exactly when one of them changed (rlvr_scaling.step_inputs).
@@ -81,6 +85,10 @@ def dataset_summaries(wildcards):
 
 def container_image():
     return [CONTAINER["image"], CONTAINER["record"]] if CONTAINER else []
+
+
+def workflow_report(wildcards):
+    return [WORKFLOW_REPORT] if os.path.exists(WORKFLOW_REPORT) else []
 
 
 INDEXES = expand("results/index/{dataset}.json", dataset=DATASETS)

@@ -276,3 +276,29 @@ def fabricate_study(root: Path, jitter: float = 0.03, sets: Sequence[str] = ()) 
         index_paths=index_paths,
         results=load_results(index_paths, root),
     )
+
+
+@dataclass
+class PublishedStudy:
+    """A fabricated study with its tables, figures and report, made as the rules make them."""
+
+    study: FabricatedStudy
+    tables: Path
+    figures: Path
+    report: Path
+
+
+def publish_study(root: Path) -> PublishedStudy:
+    from rlvr_scaling.analysis.figures import write_figures
+    from rlvr_scaling.analysis.tables import write_tables
+    from rlvr_scaling.publish.report import render_report
+
+    study = fabricate_study(root)
+    reference = study.study.config.scaling.strong_reference_nodes
+    tables, figures, report = Path("results/tables"), Path("results/figures"), Path("results/report/study.md")
+    # As the rules run them: from the study's root, with relative paths.
+    with contextlib.chdir(root):
+        write_tables(study.results, reference, tables)
+        write_figures(study.results, reference, figures)
+        render_report(study.study.config, study.results, tables, figures, report)
+    return PublishedStudy(study, root / tables, root / figures, root / report)

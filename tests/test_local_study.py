@@ -12,7 +12,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import tarfile
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.analysis.console_log import read_console
 from rlvr_scaling.analysis.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
 from rlvr_scaling.paths import WORKFLOW_PARTS, link_workflow
+from rlvr_scaling.publish.archive import read_archive
 
 from .conftest import PYTHON, REPO
 from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes
@@ -182,25 +182,33 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
         assert f"{name}.png)" in report and caption in report, name
     assert selection["reason"] in report
 
-    # The bundle holds what its manifest lists, byte for byte, and every run's record.
-    bundle = next((results / "bundle").glob("*.tar.gz"))
-    with tarfile.open(bundle) as archive:
-        members = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
-    manifest = json.loads(members.pop("MANIFEST.json"))
-    assert "study-config.json" in members
-    for name, digest in manifest.items():
-        assert hashlib.sha256(members[name]).hexdigest() == digest, name
-    for run_id in runs:
-        for name in ("spec.json", "command.sh", "job.json", "metrics.jsonl"):
-            assert f"results/runs/{run_id}/{name}" in manifest, (run_id, name)
-        assert f"results/summaries/{run_id}.json" in manifest
-    assert {f"results/tables/{t.name}" for t in (results / "tables").iterdir()} <= set(manifest)
-
-    # The Snakemake HTML report carries every table and figure.
-    snakemake(workdir, "--cores", "2", "--configfile", REDUCED, "--report", "report.html")
-    html = (workdir / "report.html").read_text(errors="replace")
+    # The Snakemake HTML report carries every table and figure; once made, the bundle is packed again
+    # with it (and nothing else is redone).
+    snakemake(workdir, "--cores", "2", "--configfile", REDUCED, "--report", "results/report/workflow.html")
+    html = (results / "report" / "workflow.html").read_text(errors="replace")
     for name in ("weak_scaling.md", "strong_scaling.md", "table1.md", "figure2_weak_efficiency.png", "study.md"):
         assert name in html, name
+    assert _planned(workdir) == {"bundle": 1, "all": 1}
+    snakemake(workdir, "--cores", "2", "--configfile", REDUCED)
+
+    # The bundle, dated by its last run, holds every run's record and log, and verifies offline.
+    [bundle] = (results / "bundle").rglob("*.tar.gz")
+    ends = [json.loads((r / "job.json").read_text())["end"] for r in runs.values()]
+    assert bundle.name == f"qwen3-8b-grpo-verl-local-{max(ends)[:10]}.tar.gz"
+    _, members = read_archive(bundle)
+    for run_id in runs:
+        for name in RUN_FILES:
+            assert f"results/runs/{run_id}/{name}" in members, (run_id, name)
+        assert f"results/summaries/{run_id}.json" in members
+    assert {f"results/tables/{t.name}" for t in (results / "tables").glob("[!.]*")} <= set(members)
+    assert "results/report/workflow.html" in members and "results/data/local/gsm8k/manifest.json" in members
+    model = json.loads(members["results/models/local/rlvr_manifest.json"])
+    assert (
+        model["files"]["model.safetensors"]["sha256"]
+        == hashlib.sha256((results / "models" / "local" / "model.safetensors").read_bytes()).hexdigest()
+    )
+    verified = subprocess.run([PYTHON, "-m", "rlvr_scaling", "verify", str(bundle)], capture_output=True, text=True)
+    assert verified.returncode == 0 and f"{len(runs)} summaries" in verified.stdout, verified.stdout + verified.stderr
 
     # Nothing is redone when nothing changed; a redone run brings only what depends on it.
     assert "Nothing to be done" in snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED).stdout
@@ -208,6 +216,34 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     plan = snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED, "--forcerun", redo).stdout
     assert plan.count("rule run:") == 1 and redo in plan
     assert "rule selection" not in plan
+
+
+def test_an_imported_log_of_a_real_run_gives_the_runs_own_summary(local_study: Path, tmp_path: Path) -> None:
+    results = local_study / "results"
+    run_dir = next(p for p in (results / "runs").iterdir() if "-n2-" in p.name)
+    run = json.loads((run_dir / "spec.json").read_text())["run"]
+    own = json.loads((results / "summaries" / f"{run_dir.name}.json").read_text())
+    [config] = (results / ".study").glob("config-*.json")
+    shape = [f"--{key}={run[key.replace('-', '_')]}" for key in ("dataset", "nodes", "gpus-per-node", "prompts")]
+    shape += [f"--max-response-length={run['max_response_length']}", "--series=weak", "--series=strong"]
+    imported = {}
+    for log in ("console.log", "metrics.jsonl"):
+        root = tmp_path / log
+        command = [PYTHON, "-m", "rlvr_scaling", "import", str(run_dir / log), "--config", str(config), *shape]
+        done = subprocess.run([*command, "--root", str(root)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        [summary] = (root / "results" / "summaries").glob("*.json")
+        imported[log] = json.loads(summary.read_text())
+    # verl's file logger: the same numbers, so the same summary.
+    assert imported["metrics.jsonl"]["summary"] == own["summary"] and imported["metrics.jsonl"]["valid"]
+    # Its console: the numbers as printed, to their printed precision.
+    console = imported["console.log"]
+    assert console["valid"] and [c["passed"] for c in console["checks"]] == [c["passed"] for c in own["checks"]]
+    assert console["provenance"]["reader"] == "console" and console["provenance"]["imported"]["source"] == "console.log"
+    for key in ("step_time_s", "throughput_per_gpu"):
+        assert math.isclose(console["summary"][key]["mean"], own["summary"][key]["mean"], rel_tol=1e-6), key
+    assert console["trajectories_per_engine"] == own["trajectories_per_engine"]
+    assert sorted(console["series"]) == sorted(own["series"])
 
 
 def _single_sweep_run(tmp_path: Path) -> Path:

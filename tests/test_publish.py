@@ -1,42 +1,24 @@
 """The analysis and publish layers on a fabricated LUMI-shaped study, in seconds: figures, their
-captions, the report and the bundle, checked for what a reader relies on (every figure and table is
-there, every link resolves, every caption says what the config says, every checksum holds)."""
+captions and the report, checked for what a reader relies on (every figure and table is
+there, every link resolves, every caption says what the config says); test_bundle.py packs them."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import tarfile
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.figures import write_figures
 from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
-from rlvr_scaling.analysis.tables import TABLES, write_tables
-from rlvr_scaling.publish.bundle import write_bundle
-from rlvr_scaling.publish.report import render_report
+from rlvr_scaling.analysis.tables import TABLES
 
-from .study_runs import FabricatedStudy, fabricate_study
+from .study_runs import FabricatedStudy, publish_study
 
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> tuple[FabricatedStudy, Path, Path, Path]:
-    root = tmp_path_factory.mktemp("publish")
-    study = fabricate_study(root)
-    reference = study.study.config.scaling.strong_reference_nodes
-    tables, figures, report = Path("results/tables"), Path("results/figures"), Path("results/report/study.md")
-    # As the rules run them: from the study's root, with relative paths.
-    before = Path.cwd()
-    os.chdir(root)
-    try:
-        write_tables(study.results, reference, tables)
-        write_figures(study.results, reference, figures)
-        render_report(study.study.config, study.results, tables, figures, report)
-    finally:
-        os.chdir(before)
-    return study, root / tables, root / figures, root / report
+    made = publish_study(tmp_path_factory.mktemp("publish"))
+    return made.study, made.tables, made.figures, made.report
 
 
 def test_every_figure_is_drawn_in_both_formats_with_a_caption_naming_its_runs(published) -> None:
@@ -81,27 +63,6 @@ def test_the_report_holds_every_table_and_figure_and_its_links_resolve(published
     assert f"{algorithm.steps} steps per run of which the first {algorithm.warmup_steps} are warm-up" in text
     failed = [run_id for run_id, run in study.runs.items() if run.failed]
     assert failed and all(f"`{run_id}`" in text.split("## Runs left out")[1] for run_id in failed)
-
-
-def test_the_bundle_holds_every_run_record_and_its_checksums_hold(published, monkeypatch) -> None:
-    study, tables, figures, report = published
-    # From another directory, with absolute paths: members are still named from the study's root.
-    monkeypatch.chdir("/")
-    bundle = study.root / "results" / "bundle" / "study.tar.gz"
-    write_bundle(
-        study.root, bundle, report, tables, figures, study.results, study.index_paths, study.study.config.to_dict()
-    )
-    with tarfile.open(bundle) as archive:
-        members = {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
-    manifest = json.loads(members.pop("MANIFEST.json"))
-    assert json.loads(members.pop("study-config.json")) == json.loads(json.dumps(study.study.config.to_dict()))
-    assert set(manifest) == set(members)
-    for name, digest in manifest.items():
-        assert hashlib.sha256(members[name]).hexdigest() == digest, name
-    for run_id, run in study.runs.items():
-        assert f"results/summaries/{run_id}.json" in members
-        assert f"results/runs/{run_id}/spec.json" in members and f"results/runs/{run_id}/job.json" in members
-        assert (f"results/runs/{run_id}/metrics.jsonl" in members) != run.failed
 
 
 def test_summaries_and_indexes_read_back_to_the_json_they_were_read_from(published) -> None:

@@ -106,10 +106,27 @@ def _add_analysis_commands(sub: Any) -> None:
     for option in ("--tables", "--figures", "--output"):
         report.add_argument(option, required=True)
     report.add_argument("indexes", nargs="+")
+
+
+def _add_publish_commands(sub: Any) -> None:
     bundle = _command(sub, "bundle", commands.cmd_bundle, "pack the publication bundle")
-    for option in ("--output", "--report", "--tables", "--figures"):
+    bundle.add_argument("--output", required=True, help="directory for <study>-<site>-<date>.tar.gz")
+    for option in ("--report", "--tables", "--figures"):
         bundle.add_argument(option, required=True)
     bundle.add_argument("indexes", nargs="+")
+    verify = _command(sub, "verify", commands.cmd_verify, "check a bundle offline: checksums, then every number", False)
+    verify.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
+    imported = _command(sub, "import", commands.cmd_import, "a verl run made elsewhere as a run directory")
+    imported.add_argument("log", help="the run's console log or file-logger JSONL")
+    imported.add_argument("--dataset", required=True)
+    for option in ("--nodes", "--gpus-per-node", "--prompts", "--max-response-length"):
+        imported.add_argument(option, type=int, required=True)
+    imported.add_argument("--steps", type=int, default=None, help="steps the run was set to (default: the study's)")
+    imported.add_argument("--series", action="append", choices=["sweep", "weak", "strong"], help="repeatable")
+    imported.add_argument("--site-name", default="imported", help="where it ran (default: %(default)s)")
+    imported.add_argument("--gpu-memory-gb", type=float, default=None, help="default: the --site's")
+    imported.add_argument("--rollout-tensor-parallel", type=int, default=None, help="default: the study's")
+    imported.add_argument("--concurrency", type=int, default=None, help="vLLM max_num_seqs per engine")
     status = _command(
         sub, "status", commands.cmd_status, "every run and output: complete, stale, failed, missing, pending", False
     )
@@ -124,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_stage_commands(sub)
     _add_analysis_commands(sub)
+    _add_publish_commands(sub)
     return parser
 
 

@@ -18,6 +18,17 @@ def _load(args: argparse.Namespace):
     return load_study(args.config, sets=args.sets, site=args.site)
 
 
+def _at_root(args: argparse.Namespace, value: str) -> Path:
+    """A path of the analysis commands' command line: a relative one is under --root, as the paths
+    inside the records are, so the commands work on a study from any directory."""
+    path = Path(value)
+    return path if path.is_absolute() else Path(args.root) / path
+
+
+def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
+    return [_at_root(args, value) for value in values]
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection_io import current_plan
     from rlvr_scaling.study.plan_view import plan_table, results_line, site_note
@@ -92,8 +103,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 def cmd_select(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection import select_from_files
 
-    chosen = select_from_files(_load(args), args.dataset, [Path(p) for p in args.summaries])
-    write_json(Path(args.output), chosen)
+    chosen = select_from_files(_load(args), args.dataset, _all_at_root(args, args.summaries))
+    write_json(_at_root(args, args.output), chosen)
     print(f"selection for {args.dataset}: {chosen['reason']}")
     return 0
 
@@ -101,23 +112,23 @@ def cmd_select(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.results_io import index_dataset
 
-    selection = Path(args.selection) if args.selection else None
-    summaries = [Path(p) for p in args.summaries]
-    index_dataset(_load(args), args.dataset, selection, summaries, Path(args.root), Path(args.output))
+    selection = _at_root(args, args.selection) if args.selection else None
+    summaries = _all_at_root(args, args.summaries)
+    index_dataset(_load(args), args.dataset, selection, summaries, Path(args.root), _at_root(args, args.output))
     return 0
 
 
 def _results(args: argparse.Namespace):
     from rlvr_scaling.analysis.results_io import load_results
 
-    return load_results([Path(p) for p in args.indexes], Path(args.root))
+    return load_results(_all_at_root(args, args.indexes), Path(args.root))
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.tables import write_tables
 
     study = _load(args)
-    written = write_tables(_results(args), study.config.scaling.strong_reference_nodes, Path(args.output))
+    written = write_tables(_results(args), study.config.scaling.strong_reference_nodes, _at_root(args, args.output))
     print(f"{len(written)} table files in {args.output}")
     return 0
 
@@ -127,7 +138,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
 
     study = _load(args)
     reference = study.config.scaling.strong_reference_nodes
-    written = write_figures(_results(args), reference, Path(args.output))
+    written = write_figures(_results(args), reference, _at_root(args, args.output))
     print(f"{len(written)} figure files in {args.output}")
     return 0
 
@@ -136,7 +147,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rlvr_scaling.publish.report import render_report
 
     study = _load(args)
-    render_report(study.config, _results(args), Path(args.tables), Path(args.figures), Path(args.output))
+    parts = _all_at_root(args, [args.tables, args.figures, args.output])
+    render_report(study.config, _results(args), *parts)
     print(f"report: {args.output}")
     return 0
 
@@ -145,10 +157,53 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     from rlvr_scaling.publish.bundle import write_bundle
 
     study = _load(args)
-    indexes = [Path(p) for p in args.indexes]
-    parts = (Path(args.report), Path(args.tables), Path(args.figures))
-    count = write_bundle(Path(args.root), Path(args.output), *parts, _results(args), indexes, study.config.to_dict())
-    print(f"bundle {args.output}: {count} files")
+    indexes = _all_at_root(args, args.indexes)
+    report, tables, figures = _all_at_root(args, [args.report, args.tables, args.figures])
+    archive = write_bundle(
+        study, Path(args.root), _at_root(args, args.output), (report, tables, figures), _results(args), indexes
+    )
+    print(f"bundle: {archive}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from rlvr_scaling.publish.verify import verify_bundle
+
+    bundle = Path(args.bundle)
+    if not bundle.is_file():
+        raise StudyError(f"verify: {bundle} is not a file")
+    result = verify_bundle(bundle)
+    for problem in result.problems:
+        print(f"MISMATCH {problem}")
+    counts = ", ".join(f"{count} {what}" for what, count in result.checked.items())
+    if not result.problems:
+        print(f"verified {bundle.name}: {counts}, all as recomputed")
+        return 0
+    print(
+        f"rlvr-scaling: {bundle.name} does not verify: {len(result.problems)} problem(s) ({counts} checked)",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.imported_run import ImportedShape, import_run
+
+    shape = ImportedShape(
+        dataset=args.dataset,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        prompts=args.prompts,
+        max_response_length=args.max_response_length,
+        series=args.series or ["imported"],
+        steps=args.steps,
+        site_name=args.site_name,
+        gpu_memory_gb=args.gpu_memory_gb,
+        rollout_tensor_parallel=args.rollout_tensor_parallel,
+        concurrency=args.concurrency,
+    )
+    run_dir, summary = import_run(_load(args), Path(args.log), shape, Path(args.root))
+    print(f"imported {args.log} as {run_dir}; summary {summary}")
     return 0
 
 

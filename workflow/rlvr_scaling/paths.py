@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -43,3 +44,11 @@ def model_dir(root: Path, site: str) -> Path:
 
 def selection_file(root: Path, dataset: str) -> Path:
     return results_dir(root) / "selection" / f"{dataset}.json"
+
+
+# What a dataset, site or run may be called: it names directories and Snakemake wildcards.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def is_plain_name(name: str) -> bool:
+    return bool(PLAIN_NAME.fullmatch(name))

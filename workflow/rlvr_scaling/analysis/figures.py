@@ -42,8 +42,10 @@ def steps_note(results: StudyResults) -> str:
 
 def _save(fig: Any, output: Path, name: str, captions: dict[str, str], caption: str) -> None:
     fig.tight_layout()
-    for suffix in (".png", ".pdf"):
-        fig.savefig(output / f"{name}{suffix}", dpi=150)
+    # No creation date in the PDF: the same runs draw the same bytes, so a bundle made again from
+    # them is the same archive.
+    for suffix, metadata in ((".png", {}), (".pdf", {"CreationDate": None})):
+        fig.savefig(output / f"{name}{suffix}", dpi=150, metadata=metadata)
     plt.close(fig)
     captions[name] = caption
 

@@ -137,5 +137,7 @@ def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
             "repository_commit": spec.get("repository_commit"),
             "start": job.get("start"),
             "end": job.get("end"),
+            # A run made elsewhere (analysis.imported_run): where its log came from.
+            **({"imported": spec["imported"]} if "imported" in spec else {}),
         },
     )

@@ -30,7 +30,8 @@ def git_commit(repo: Path = paths.REPO_ROOT) -> str | None:
             ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
         )
         dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            # A new module not yet committed makes the tree as unclean as an edited one.
+            ["git", "-C", str(repo), "status", "--porcelain"],
             capture_output=True,
             text=True,
             timeout=10,

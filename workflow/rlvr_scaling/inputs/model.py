@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.fsutil import json_text, staged_directory
+from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
 from rlvr_scaling.inputs.synthetic import corpus
 from rlvr_scaling.study.config import Study
 
@@ -91,5 +91,12 @@ def prepare_model(study: Study, output: Path) -> dict[str, Any]:
         else:
             details = download_model(spec.name, spec.revision, staging)
         manifest = {"name": spec.name, "source": spec.source, "revision": spec.revision, **details}
+        # Hashed once here, where the files were just written: a bundle names the weights it was
+        # measured with without reading gigabytes again.
+        manifest["files"] = {
+            str(path.relative_to(staging)): {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+            for path in sorted(staging.rglob("*"))
+            if path.is_file() and ".cache" not in path.relative_to(staging).parts
+        }
         (staging / "rlvr_manifest.json").write_text(json_text(manifest))
     return manifest

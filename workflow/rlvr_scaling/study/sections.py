@@ -137,6 +137,8 @@ class Site(Section):
 @dataclass(frozen=True)
 class StudyName(Section):
     name: str = ""
+    title: str = ""  # empty: the bundle calls the study by its name
+    authors: list[dict[str, str]] = field(default_factory=list)  # {name, affiliation?, orcid?}
 
 
 @dataclass(frozen=True)

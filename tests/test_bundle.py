@@ -1,0 +1,315 @@
+"""The publication bundle on a fabricated LUMI-shaped study, in seconds: what it holds, that the same
+inputs give the same bytes, that no secret leaves, and that `verify` passes on it and names what a
+tampered bundle changed; and `import` of a run made elsewhere."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import re
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+from rlvr_scaling import cli
+from rlvr_scaling.analysis.imported_run import ImportedShape, import_run
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.publish.archive import SUMS, read_archive, read_sums, sha256_sums, write_archive
+from rlvr_scaling.publish.bundle import write_bundle
+from rlvr_scaling.publish.verify import verify_bundle
+
+from .study_runs import PublishedStudy, publish_study, run_cli, study_args
+
+HF_TOKEN = "hf_" + "Q" * 34
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> PublishedStudy:
+    return publish_study(tmp_path_factory.mktemp("bundle"))
+
+
+def bundle(published: PublishedStudy, output: Path) -> Path:
+    made = published.study
+    parts = (published.report, published.tables, published.figures)
+    return write_bundle(made.study, made.root, output, parts, made.results, made.index_paths)
+
+
+@pytest.fixture(scope="module")
+def archive(published: PublishedStudy, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return bundle(published, tmp_path_factory.mktemp("archive"))
+
+
+def test_the_bundle_holds_what_a_reader_needs_to_check_every_number(published, archive) -> None:
+    made = published.study
+    ends = [s.provenance["end"] for s in made.results.summaries.values() if s.provenance.get("end")]
+    assert archive.name == f"{made.study.name}-lumi-{max(ends)[:10]}.tar.gz"
+    top, members = read_archive(archive)
+    assert top == archive.name.removesuffix(".tar.gz")
+    for run_id, run in made.runs.items():
+        assert f"results/summaries/{run_id}.json" in members
+        for path in run.run_dir.iterdir():  # every record the run left
+            assert f"results/runs/{run_id}/{path.name}" in members, (run_id, path.name)
+        assert f"results/runs/{run_id}/spec.json" in members and f"results/runs/{run_id}/job.json" in members
+        assert f"results/runs/{run_id}/{'console.log' if run.failed else 'metrics.jsonl'}" in members
+    for dataset in made.selections:
+        assert json.loads(members[f"results/selection/{dataset}.json"])["rule"]["tolerance"] >= 0
+    assert {f"results/tables/{p.name}" for p in published.tables.iterdir()} <= set(members)
+    assert {f"results/figures/{p.name}" for p in published.figures.iterdir()} <= set(members)
+    assert json.loads(members["study/config.json"]) == json.loads(json.dumps(made.study.config.to_dict()))
+    assert json.loads(members["study/site.json"])["hardware"]["gpus_per_node"] == 8
+    assert "pipeline/Snakefile" in members and "pipeline/rules/bundle.smk" in members
+    provenance = json.loads(members["provenance.json"])
+    assert set(provenance["pipeline"]) >= {"commit", "clean", "version"}
+    assert provenance["runs"] == len(made.runs)
+    # Every other member is listed, with its digest, in the `sha256sum -c` format.
+    sums = read_sums(members[SUMS].decode())
+    assert set(sums) == set(members) - {SUMS}
+    assert all(hashlib.sha256(members[name]).hexdigest() == digest for name, digest in sums.items())
+    citation = yaml.safe_load(members["CITATION.cff"])
+    assert citation["cff-version"] == "1.2.0" and citation["authors"] and citation["date-released"] == max(ends)[:10]
+    readme = members["README.md"].decode()
+    assert "rlvr-scaling verify" in readme and "sha256sum -c SHA256SUMS" in readme and "command.sh" in readme
+
+
+def test_the_crate_describes_the_workflow_run_and_every_verl_run(published, archive) -> None:
+    _, members = read_archive(archive)
+    graph = {entity["@id"]: entity for entity in json.loads(members["ro-crate-metadata.json"])["@graph"]}
+    root = graph["./"]
+    assert {"https://w3id.org/ro/wfrun/workflow/0.5", "https://w3id.org/ro/wfrun/process/0.5"} <= {
+        p["@id"] for p in root["conformsTo"]
+    }
+    assert root["mainEntity"]["@id"] == "pipeline/Snakefile"
+    assert "ComputationalWorkflow" in graph["pipeline/Snakefile"]["@type"]
+    actions = {key: e for key, e in graph.items() if e.get("@type") == "CreateAction"}
+    assert {f"#run-{run_id}" for run_id in published.study.runs} | {"#study-run"} == set(actions)
+    # Every file the crate names is in the bundle.
+    files = {key for key, e in graph.items() if "File" in e.get("@type", [])}
+    assert files and files <= set(members)
+
+
+def test_the_same_inputs_give_a_byte_identical_bundle(published, archive, tmp_path) -> None:
+    # A touched file (new time stamp, same content) and another output directory change nothing.
+    published.tables.joinpath("weak_scaling.csv").touch()
+    again = bundle(published, tmp_path)
+    assert again.name == archive.name and again.read_bytes() == archive.read_bytes()
+
+
+def test_no_secret_leaves_the_study_in_a_bundle(published, tmp_path, monkeypatch) -> None:
+    made = published.study
+    run = next(r for r in made.runs.values() if r.failed)
+    job_file, console = run.run_dir / "job.json", run.run_dir / "console.log"
+    job_text, console_text = job_file.read_text(), console.read_text()
+    monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
+    job = json.loads(job_text)
+    job["environment"] = {**(job.get("environment") or {}), "RAY_AUTH_TOKEN": "ray-secret-0123456789"}
+    try:
+        job_file.write_text(json.dumps(job))
+        console.write_text(
+            console_text + f"token {HF_TOKEN}\nexport DB_PASSWORD=hunter2hunter2\nray-secret-0123456789\n"
+            "WANDB_API_KEY: wandbwandbwandb\n{'aws_secret_access_key': 'awsawsawsaws'}\n"
+            "Authorization: Bearer bearerbearerbearer\npad_token: <|im_end|> token_budget=16384\n"
+        )
+        _, members = read_archive(bundle(published, tmp_path))
+    finally:
+        job_file.write_text(job_text)
+        console.write_text(console_text)
+    for name, data in members.items():
+        for secret in (HF_TOKEN, "ray-secret-0123456789", "hunter2hunter2", "wandbwandb", "awsawsaws", "bearerbearer"):
+            assert secret.encode() not in data, (name, secret)
+    recorded = json.loads(members[f"results/runs/{run.run.run_id}/job.json"])
+    assert recorded["environment"]["RAY_AUTH_TOKEN"] == "<redacted>"
+    # What is not secret stays as it was: a tokenizer's special token, a budget of tokens.
+    assert b"pad_token: <|im_end|> token_budget=16384" in members[f"results/runs/{run.run.run_id}/console.log"]
+    assert recorded["run_id"] == run.run.run_id and "max_num_batched_tokens" not in recorded["environment"]
+
+
+def _verify_cli(path: Path) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = cli.main(["verify", str(path)])
+    return code, out.getvalue()
+
+
+def test_verify_passes_on_the_bundle_recomputing_every_number(published, archive) -> None:
+    code, out = _verify_cli(archive)
+    assert code == 0, out
+    checked = verify_bundle(archive).checked
+    assert checked["summaries"] == len(published.study.runs) and checked["selections"] == len(
+        published.study.selections
+    )
+    assert checked["tables"] == 7 and checked["checksums"] > 100 and checked["indexes"] == 2 and checked["report"] == 1
+
+
+def _tampered(archive: Path, output: Path, change, update_sums: bool) -> Path:
+    top, members = read_archive(archive)
+    change(members)
+    if update_sums:  # as a forger would: the checksums then hold, the numbers must not
+        members[SUMS] = sha256_sums(members)
+    write_archive(output, top, members, 0)
+    return output
+
+
+def test_verify_names_a_tampered_file(archive, tmp_path) -> None:
+    def change(members: dict[str, bytes]) -> None:
+        members["README.md"] += b"\nOne more claim.\n"
+
+    code, out = _verify_cli(_tampered(archive, tmp_path / "t.tar.gz", change, update_sums=False))
+    assert code == 1 and "MISMATCH README.md: its sha256 is not the one SHA256SUMS lists" in out, out
+
+
+def test_verify_names_a_changed_metric_down_to_the_table_row_and_column(published, archive, tmp_path) -> None:
+    made = published.study
+    run = next(r for r in made.runs.values() if not r.failed and "weak" in r.run.series and r.run.nodes == 2)
+    name = f"results/runs/{run.run.run_id}/metrics.jsonl"
+
+    def change(members: dict[str, bytes]) -> None:
+        records = [json.loads(line) for line in members[name].decode().splitlines()]
+        records[-1]["data"]["timing_s/step"] *= 1.5  # a measured step (not the warm-up) made slower
+        members[name] = "".join(json.dumps(r) + "\n" for r in records).encode()
+
+    code, out = _verify_cli(_tampered(archive, tmp_path / "m.tar.gz", change, update_sums=True))
+    assert code == 1
+    assert f"MISMATCH results/summaries/{run.run.run_id}.json: " in out and "summary.step_time_s.mean" in out, out
+    row = rf"row \d+ \(dataset={run.run.dataset}, nodes=2\)"
+    assert re.search(rf"table weak_scaling, {row}, column step_time_s: '[0-9.]+' in the bundle", out), out
+
+
+def test_verify_names_a_changed_table_cell(archive, tmp_path) -> None:
+    def change(members: dict[str, bytes]) -> None:
+        lines = members["results/tables/strong_scaling.csv"].decode().splitlines()
+        header, cells = lines[0].split(","), lines[2].split(",")
+        column = header.index("speedup")
+        cells[column] = "9.99"
+        lines[2] = ",".join(cells)
+        members["results/tables/strong_scaling.csv"] = ("\n".join(lines) + "\n").encode()
+
+    code, out = _verify_cli(_tampered(archive, tmp_path / "c.tar.gz", change, update_sums=True))
+    assert code == 1
+    assert (
+        "table strong_scaling, row 2 (dataset=gsm8k, nodes=" in out and "column speedup: '9.99' in the bundle" in out
+    ), out
+
+
+def test_an_imported_run_is_summarised_as_its_own_and_marked(published, tmp_path) -> None:
+    made = published.study
+    own = next(r for r in made.runs.values() if not r.failed and r.run.nodes == 4)
+    spec = json.loads((own.run_dir / "spec.json").read_text())["run"]
+    shape = ImportedShape(
+        dataset=spec["dataset"], nodes=spec["nodes"], gpus_per_node=spec["gpus_per_node"], prompts=spec["prompts"],
+        max_response_length=spec["max_response_length"], series=spec["series"], site_name="elsewhere",
+    )  # fmt: skip
+    run_dir, summary_path = import_run(made.study, own.run_dir / "metrics.jsonl", shape, tmp_path)
+    imported = json.loads(summary_path.read_text())
+    mine = json.loads(own.summary_path.read_text())
+    assert imported["summary"] == mine["summary"] and imported["valid"] and mine["valid"]
+    assert imported["trajectories_per_engine"] == mine["trajectories_per_engine"]
+    assert imported["provenance"]["imported"]["source"] == "metrics.jsonl" and imported["site"] == "elsewhere"
+    assert json.loads((run_dir / "job.json").read_text())["imported"] is True
+    # The same log with the same shape is the same run; nothing is written twice.
+    assert import_run(made.study, own.run_dir / "metrics.jsonl", shape, tmp_path)[0] == run_dir
+
+
+def test_an_import_of_no_verl_log_or_a_bad_shape_says_what_is_wrong(published, tmp_path) -> None:
+    made = published.study
+    shape = ImportedShape(dataset="gsm8k", nodes=1, gpus_per_node=8, prompts=100, max_response_length=512, series=[])
+    notes = tmp_path / "notes.log"
+    notes.write_text("nothing of verl here\n")
+    with pytest.raises(StudyError, match=r"notes.log holds no step of a verl run"):
+        import_run(made.study, notes, shape, tmp_path)
+    log = next(r for r in made.runs.values() if not r.failed).run_dir / "metrics.jsonl"
+    bad = ImportedShape(dataset="gsm8k", nodes=0, gpus_per_node=8, prompts=100, max_response_length=512, series=[])
+    with pytest.raises(StudyError, match=r"--nodes is 0; expected a positive number"):
+        import_run(made.study, log, bad, tmp_path)
+    assert not (tmp_path / "results" / "runs").exists()
+
+
+def test_the_analysis_commands_read_every_path_under_root(published, tmp_path, monkeypatch) -> None:
+    made = published.study
+    monkeypatch.chdir(tmp_path)  # anywhere but the study's root
+    indexes = [str(path.relative_to(made.root)) for path in made.index_paths]
+    run_cli(["tables", *study_args([], made.root), "--output", "results/tables-again", *indexes])
+    for table in published.tables.glob("*.csv"):
+        assert (made.root / "results" / "tables-again" / table.name).read_text() == table.read_text(), table.name
+    assert not (tmp_path / "results").exists()
+
+
+def _edit_json(members: dict[str, bytes], name: str, change) -> None:
+    record = json.loads(members[name])
+    change(record)
+    members[name] = json.dumps(record).encode()
+
+
+def _drop(name: str):
+    return lambda members: members.pop(name)
+
+
+def _set_run_field(field: str, value):
+    def change(index: dict) -> None:
+        index["runs"][0][field] = value
+
+    return lambda members: _edit_json(members, "results/index/gsm8k.json", change)
+
+
+TAMPERINGS = {
+    "report prose": (
+        lambda m: m.update({"results/report/study.md": m["results/report/study.md"].replace(b"20 steps", b"30 steps")}),
+        "results/report/study.md: differs from the report made again, line 3",
+    ),
+    "index numbers": (_set_run_field("nodes", 7), "results/index/gsm8k.json: runs[0].nodes is 7 in the bundle"),
+    "index path": (_set_run_field("summary", "/etc/passwd"), "results/index/gsm8k.json: runs named outside the bundle"),
+    "pinned workload": (
+        lambda m: _edit_json(m, "study/config.json", lambda c: c["selection"].update(dapo_math=20)),
+        "results/index/dapo_math.json: selection.prompts is 10 in the bundle, recomputed 20",
+    ),
+    "missing readme": (_drop("README.md"), "README.md: not in the bundle (every bundle has it)"),
+    "missing figure": (_drop("results/figures/figure_sweep.pdf"), "figure_sweep.pdf: captioned but not in the bundle"),
+    "stray summary": (
+        lambda m: m.update({"results/summaries/extra.json": b"{}"}),
+        "results/summaries/extra.json: named by no index",
+    ),
+    "missing metrics": (
+        lambda m: [m.pop(n) for n in [n for n in m if n.endswith("metrics.jsonl")][:1]],
+        "cannot be summarised again",
+    ),
+    "config not a study": (
+        lambda m: m.update({"study/config.json": b'{"datasets": 5}'}),
+        "study/config.json: not a study config",
+    ),
+}
+
+
+@pytest.mark.parametrize("tampering", list(TAMPERINGS))
+def test_verify_names_what_a_forger_changed_even_with_the_checksums_updated(archive, tmp_path, tampering) -> None:
+    change, expected = TAMPERINGS[tampering]
+    code, out = _verify_cli(_tampered(archive, tmp_path / "x.tar.gz", change, update_sums=True))
+    assert code == 1 and expected in out, out
+
+
+def test_verify_names_a_file_that_is_no_bundle_without_a_traceback(tmp_path) -> None:
+    not_gzip = tmp_path / "notes.tar.gz"
+    not_gzip.write_text("hello\n")
+    assert _verify_cli(not_gzip) == (1, "MISMATCH notes.tar.gz: not a gzip-compressed tar archive (not a gzip file)\n")
+    flat = tmp_path / "flat.tar.gz"
+    with tarfile.open(flat, "w:gz") as archive:
+        info = tarfile.TarInfo("README.md")
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"x"))
+    code, out = _verify_cli(flat)
+    assert code == 1 and "its files are not under one top directory" in out, out
+
+
+def test_an_imported_log_that_stops_early_is_no_measurement(published, tmp_path) -> None:
+    made = published.study
+    own = next(r for r in made.runs.values() if not r.failed)
+    spec = json.loads((own.run_dir / "spec.json").read_text())["run"]
+    early = tmp_path / "early.jsonl"
+    early.write_text("".join((own.run_dir / "metrics.jsonl").read_text().splitlines(keepends=True)[:5]))
+    shape = ImportedShape(
+        dataset=spec["dataset"], nodes=spec["nodes"], gpus_per_node=spec["gpus_per_node"], prompts=spec["prompts"],
+        max_response_length=spec["max_response_length"], series=["weak"],
+    )  # fmt: skip
+    summary = json.loads(import_run(made.study, early, shape, tmp_path)[1].read_text())
+    assert not summary["valid"] and "measurement" in [c["name"] for c in summary["checks"] if not c["passed"]]

@@ -1,0 +1,74 @@
+"""The bundle's machine-readable provenance: RO-Crate metadata in the Workflow Run Crate profile
+(https://w3id.org/ro/wfrun/workflow/0.5), written with the `rocrate` library. The workflow run is
+one CreateAction (the Snakefile on the study's config and inputs, giving the tables, figures and
+report); each verl run is one more (verl on its spec and command, giving its metrics, log and
+summary)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rlvr_scaling.analysis.results_io import StudyResults
+
+PROFILES = {
+    "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
+    "https://w3id.org/ro/wfrun/workflow/0.5": "Workflow Run Crate",
+    "https://w3id.org/workflowhub/workflow-ro-crate/1.0": "Workflow RO-Crate",
+}
+VERL = "https://github.com/volcengine/verl"
+
+
+def _files(crate: Any, names: list[str], described: dict[str, str]) -> dict[str, Any]:
+    return {
+        name: crate.add_file(source=None, dest_path=name, properties={"name": described.get(name, name)})
+        for name in names
+    }
+
+
+def _run_action(crate: Any, verl: Any, files: dict[str, Any], run_id: str, provenance: dict[str, Any]) -> None:
+    base = f"results/runs/{run_id}/"
+    inputs = [files[n] for n in (base + "spec.json", base + "command.sh") if n in files]
+    outputs = [files[n] for n in (base + "metrics.jsonl", base + "console.log") if n in files]
+    if f"results/summaries/{run_id}.json" in files:
+        outputs.append(files[f"results/summaries/{run_id}.json"])
+    times = {key: provenance[key] for key in ("start", "end") if provenance.get(key)}
+    properties = {"name": f"verl run {run_id}", **{f"{k}Time": v for k, v in times.items()}}
+    crate.add_action(verl, identifier=f"#run-{run_id}", object=inputs, result=outputs, properties=properties)
+
+
+def crate_metadata(names: list[str], title: str, date: str, results: StudyResults, verl: str | None) -> bytes:
+    """ro-crate-metadata.json for a bundle holding `names`; the same arguments give the same bytes."""
+    from rocrate.model.contextentity import ContextEntity
+    from rocrate.model.softwareapplication import SoftwareApplication
+    from rocrate.rocrate import ROCrate
+
+    crate = ROCrate()
+    crate.root_dataset["name"] = title
+    crate.root_dataset["description"] = "Measurements, analysis and provenance of an RLVR scaling study"
+    crate.root_dataset["datePublished"] = date
+    workflow = crate.add_workflow(
+        source=None, dest_path="pipeline/Snakefile", main=True, lang="snakemake", properties={"name": "rlvr-scaling"}
+    )
+    crate.root_dataset["conformsTo"] = [{"@id": profile} for profile in PROFILES]
+    for profile, name in PROFILES.items():
+        crate.add(ContextEntity(crate, profile, properties={"@type": "CreativeWork", "name": name}))
+    files = _files(crate, [n for n in names if n != "pipeline/Snakefile"], {})
+    verl = crate.add(
+        SoftwareApplication(crate, VERL, properties={"name": "verl", "softwareVersion": verl or "unknown"})
+    )
+    study_inputs = [files[n] for n in names if n.startswith(("study/", "results/data/", "results/models/"))]
+    study_outputs = [
+        files[n] for n in names if n.startswith(("results/tables/", "results/figures/", "results/report/"))
+    ]
+    ends = sorted(s.provenance.get("end") or "" for s in results.summaries.values())
+    crate.add_action(
+        workflow,
+        identifier="#study-run",
+        object=study_inputs,
+        result=study_outputs,
+        properties={"name": f"{title}: the workflow run", **({"endTime": ends[-1]} if ends and ends[-1] else {})},
+    )
+    for run_id in sorted(results.summaries):
+        _run_action(crate, verl, files, run_id, results.summaries[run_id].provenance)
+    return (json.dumps(crate.metadata.generate(), indent=1, sort_keys=True) + "\n").encode()

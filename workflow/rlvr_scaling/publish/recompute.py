@@ -1,0 +1,197 @@
+"""What `verify` recomputes from an unpacked bundle, and compares: every run's summary from its own
+metrics, each index from the summaries, every selection by the bundled rule (a pinned workload
+against the config), every table from the summaries, and the report from the tables."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
+from rlvr_scaling.analysis.results_io import StudyResults, one_image
+from rlvr_scaling.analysis.selection import select
+from rlvr_scaling.analysis.summary import summarize_run
+from rlvr_scaling.analysis.tables import TABLES, write_tables
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.publish.compare import as_read, compare_table, described, differences
+from rlvr_scaling.publish.report import render_report
+from rlvr_scaling.study.sections import StudyConfig
+
+# What a malformed record raises when it is read; verify names the file instead.
+READ_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, StudyError)
+
+
+class Findings:
+    """The problems found and what was checked."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+        self.checked = {"checksums": 0, "summaries": 0, "indexes": 0, "selections": 0, "tables": 0, "report": 0}
+
+    def add(self, name: str, found: list[str], source: str) -> None:
+        if line := described(name, found, source):
+            self.problems.append(line)
+
+
+def inside(root: Path, name: str) -> Path | None:
+    """A path a record names, if it stays in the bundle (a record may not make verify read the host)."""
+    path = (root / name).resolve()
+    return path if path.is_relative_to(root.resolve()) else None
+
+
+def read_member(root: Path, name: str, findings: Findings) -> Any:
+    path = inside(root, name)
+    if path is None:
+        findings.problems.append(f"{name}: a path outside the bundle; not read")
+        return None
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        findings.problems.append(f"{name}: not in the bundle")
+    except ValueError as exc:
+        findings.problems.append(f"{name}: not JSON ({exc})")
+    return None
+
+
+def read_indexes(root: Path, config: StudyConfig, findings: Findings) -> list[DatasetIndex]:
+    """In the study's order of datasets, as the tables list them; each run's names checked."""
+    indexes = []
+    for dataset in config.datasets:
+        name = f"results/index/{dataset}.json"
+        if not (root / name).exists():
+            continue
+        try:
+            index = DatasetIndex.from_json(read_member(root, name, findings))
+        except READ_ERRORS as exc:
+            findings.problems.append(f"{name}: not a dataset index ({exc!r})")
+            continue
+        unsafe = [r.run_id for r in index.runs if not paths.is_plain_name(r.run_id) or inside(root, r.summary) is None]
+        if unsafe:
+            findings.problems.append(f"{name}: runs named outside the bundle: {', '.join(unsafe)}; not read")
+            continue
+        indexes.append(index)
+    return indexes
+
+
+def recompute_summaries(root: Path, indexes: list[DatasetIndex], warmup: int, findings: Findings) -> dict:
+    summaries: dict[str, RunSummary] = {}
+    for index in indexes:
+        for run in index.runs:
+            try:
+                summary = summarize_run(paths.run_dir(root, run.run_id), warmup)
+            except READ_ERRORS as exc:
+                findings.problems.append(f"results/runs/{run.run_id}: cannot be summarised again ({exc!r})")
+                continue
+            bundled = read_member(root, run.summary, findings)
+            if bundled is not None:
+                findings.add(
+                    run.summary, differences(bundled, as_read(summary.to_json())), f"recomputed from {run.run_id}"
+                )
+            summary.series = run.series
+            summaries[run.run_id] = summary
+            findings.checked["summaries"] += 1
+    return summaries
+
+
+def check_index(index: DatasetIndex, config: StudyConfig, summaries: dict[str, RunSummary], findings: Findings) -> None:
+    """Each entry against its run's summary; the image; a pinned workload against the config."""
+    found = []
+    for number, run in enumerate(index.runs):
+        summary = summaries.get(run.run_id)
+        if summary is None:
+            continue
+        recomputed = {"nodes": summary.nodes, "prompts": summary.prompts, "valid": summary.valid}
+        found += differences({k: getattr(run, k) for k in recomputed}, recomputed, f"runs[{number}]")
+    found += differences(index.image_sha256, one_image(index.dataset, summaries_of(index, summaries)), "image_sha256")
+    pinned = config.selection.get(index.dataset)
+    if pinned is not None:
+        found += differences(index.selection, {"prompts": pinned, "pinned": True}, "selection")
+    findings.add(f"results/index/{index.dataset}.json", found, "against the summaries and study/config.json")
+    findings.checked["indexes"] += 1
+
+
+def summaries_of(index: DatasetIndex, summaries: dict[str, RunSummary]) -> dict[str, RunSummary]:
+    return {r.run_id: summaries[r.run_id] for r in index.runs if r.run_id in summaries}
+
+
+def recompute_selection(
+    root: Path, config: StudyConfig, index: DatasetIndex, summaries: dict, findings: Findings
+) -> None:
+    name = f"results/selection/{index.dataset}.json"
+    rule = config.selection_rule
+    sweep = [s for s in summaries_of(index, summaries).values() if "sweep" in s.series]
+    try:
+        recomputed = as_read(select(index.dataset, sweep, rule.memory_cap_fraction, rule.tolerance))
+    except StudyError as exc:
+        findings.problems.append(f"{name}: the bundled sweep gives no selection ({exc})")
+        return
+    bundled = read_member(root, name, findings)
+    if bundled is not None:
+        findings.add(name, differences(bundled, recomputed), "recomputed by the rule in study/config.json")
+        findings.add(f"results/index/{index.dataset}.json", differences(index.selection, bundled, "selection"), name)
+    findings.checked["selections"] += 1
+
+
+def recompute_tables_and_report(root: Path, config: StudyConfig, results: StudyResults, findings: Findings) -> None:
+    """Tables into a results tree of their own, beside the bundle's figures, and the report from them:
+    its links then read as the bundled report's do."""
+    with tempfile.TemporaryDirectory(prefix="rlvr-verify-") as scratch:
+        again = Path(scratch) / "results"
+        write_tables(results, config.scaling.strong_reference_nodes, again / "tables")
+        for table in TABLES:
+            for suffix in (".csv", ".md", ".tex"):
+                name = f"results/tables/{table}{suffix}"
+                recomputed = (again / "tables" / f"{table}{suffix}").read_text()
+                if not (root / name).exists():
+                    findings.problems.append(f"{name}: not in the bundle")
+                elif suffix == ".csv":
+                    findings.add(
+                        name, compare_table(table, (root / name).read_text(), recomputed), "from the summaries"
+                    )
+                elif (root / name).read_text() != recomputed:
+                    findings.problems.append(f"{name}: differs from the table recomputed from the summaries")
+            findings.checked["tables"] += 1
+        (again / "figures").symlink_to(root / "results" / "figures")
+        report = render_report(config, results, again / "tables", again / "figures", again / "report" / "study.md")
+        bundled = root / "results" / "report" / "study.md"
+        if bundled.exists() and bundled.read_text() != report:
+            line = _first_different_line(bundled.read_text(), report)
+            findings.problems.append(f"results/report/study.md: differs from the report made again, {line}")
+        findings.checked["report"] += 1
+
+
+def _first_different_line(bundled: str, recomputed: str) -> str:
+    old, new = bundled.splitlines(), recomputed.splitlines()
+    for number, (a, b) in enumerate(zip(old, new, strict=False), 1):
+        if a != b:
+            return f"line {number}: {a[:120]!r} in the bundle, made again {b[:120]!r}"
+    return f"{len(old)} lines in the bundle, made again {len(new)}"
+
+
+def check_study(root: Path, findings: Findings) -> None:
+    raw = read_member(root, "study/config.json", findings)
+    try:
+        config = StudyConfig.from_dict(raw)
+        dict(config.datasets), config.algorithm.warmup_steps, config.selection_rule.tolerance  # noqa: B018
+    except READ_ERRORS as exc:
+        findings.problems.append(f"study/config.json: not a study config ({exc!r}); nothing can be recomputed")
+        return
+    indexes = read_indexes(root, config, findings)
+    summaries = recompute_summaries(root, indexes, config.algorithm.warmup_steps, findings)
+    named = {run.summary for index in indexes for run in index.runs}
+    for stray in sorted((root / "results" / "summaries").glob("*.json")):
+        if f"results/summaries/{stray.name}" not in named:
+            findings.problems.append(f"results/summaries/{stray.name}: named by no index, so checked by nothing")
+    for index in indexes:
+        check_index(index, config, summaries, findings)
+        if index.selection and not index.selection.get("pinned"):
+            recompute_selection(root, config, index, summaries, findings)
+    # Runs that could not be summarised again are already named; the tables are made without them.
+    kept = [
+        DatasetIndex(i.dataset, i.selection, i.image_sha256, [r for r in i.runs if r.run_id in summaries])
+        for i in indexes
+    ]
+    recompute_tables_and_report(root, config, StudyResults(kept, summaries), findings)
