@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from rlvr_scaling.analysis import stats, summary
+from rlvr_scaling.analysis.engine_fill import fill_rows
 from rlvr_scaling.analysis.summary import failed_summary, summarize_run
 from rlvr_scaling.analysis.tables import (
     extra_time_rows,
@@ -167,6 +168,8 @@ def expected_strong(fs: FabricatedStudy) -> list[dict[str, Any]]:
                     "gpus": nodes * GPUS_PER_NODE,
                     "prompts": prompts,
                     "trajectories_per_engine": prompts * RESPONSES_PER_PROMPT / (nodes * ENGINES_PER_NODE),
+                    # below the one-node workload's trajectories per engine: past the reference
+                    "under_filled": nodes > REFERENCE_NODES,
                     "step_time_s": t_n,
                     "step_time_std_s": statistics.stdev(step_times(run)),
                     "step_time_ci_low_s": CI,
@@ -219,6 +222,38 @@ def expected_extra(fs: FabricatedStudy) -> list[dict[str, Any]]:
                     row[f"{p}_share"] = extra[p] / total
                 row["run_id"], row["base_run_id"] = run.run.run_id, base.run.run_id
                 rows.append(row)
+    return rows
+
+
+def expected_fill(fs: FabricatedStudy) -> list[dict[str, Any]]:
+    """A strong run is under-filled when its engines get fewer trajectories than the one-node run of
+    the published workload (where the sweep saturated); generation's share of the time over ideal
+    scaling from the reference is worked out from the phase means."""
+    rows = []
+    for dataset in datasets(fs):
+        saturated = PUBLISHED[dataset] * RESPONSES_PER_PROMPT / ENGINES_PER_NODE
+        ref = fs.run(dataset, "strong", REFERENCE_NODES)
+        for nodes in NODES:
+            run = fs.run(dataset, "strong", nodes)
+            per_engine = PUBLISHED[dataset] * REFERENCE_NODES * RESPONSES_PER_PROMPT / (nodes * ENGINES_PER_NODE)
+            extra, gen_share = None, None
+            if nodes > REFERENCE_NODES:
+                factor = REFERENCE_NODES / nodes
+                extra = statistics.fmean(step_times(run)) - statistics.fmean(step_times(ref)) * factor
+                gen_share = (phase_mean(run, "gen") - phase_mean(ref, "gen") * factor) / extra
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "nodes": nodes,
+                    "trajectories_per_engine": per_engine,
+                    "saturated_at": saturated,
+                    "under_filled": per_engine < saturated,
+                    "extra_over_ideal_s": extra,
+                    "gen_share_of_extra": gen_share,
+                    "run_id": run.run.run_id,
+                    "saturation_run_id": fs.run(dataset, "weak", 1).run.run_id,
+                }
+            )
     return rows
 
 
@@ -324,6 +359,7 @@ CHECKS: dict[str, tuple[Callable[[FabricatedStudy], list[dict[str, Any]]], Calla
     "strong_scaling": (lambda fs: strong_rows(fs.results, REFERENCE_NODES), expected_strong),
     "phase_times": (lambda fs: phase_rows(fs.results), expected_phases),
     "extra_time": (lambda fs: extra_time_rows(fs.results, REFERENCE_NODES), expected_extra),
+    "engine_fill": (lambda fs: fill_rows(fs.results, REFERENCE_NODES), expected_fill),
     "table1": (lambda fs: table1_rows(fs.results), expected_table1),
     "sweep": (lambda fs: sweep_rows(fs.results), expected_sweep),
 }

@@ -16,7 +16,9 @@ import pytest
 import yaml
 from rlvr_scaling import cli
 from rlvr_scaling.analysis.imported_run import ImportedShape, import_run
+from rlvr_scaling.analysis.tables import TABLES
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.inputs.container import recipe_path, record_path, render_definition
 from rlvr_scaling.publish.archive import SUMS, read_archive, read_sums, sha256_sums, write_archive
 from rlvr_scaling.publish.bundle import write_bundle
 from rlvr_scaling.publish.verify import verify_bundle
@@ -140,7 +142,12 @@ def test_verify_passes_on_the_bundle_recomputing_every_number(published, archive
     assert checked["summaries"] == len(published.study.runs) and checked["selections"] == len(
         published.study.selections
     )
-    assert checked["tables"] == 7 and checked["checksums"] > 100 and checked["indexes"] == 2 and checked["report"] == 1
+    assert (
+        checked["tables"] == len(TABLES)
+        and checked["checksums"] > 100
+        and checked["indexes"] == 2
+        and checked["report"] == 1
+    )
 
 
 def _tampered(archive: Path, output: Path, change, update_sums: bool) -> Path:
@@ -313,3 +320,20 @@ def test_an_imported_log_that_stops_early_is_no_measurement(published, tmp_path)
     )  # fmt: skip
     summary = json.loads(import_run(made.study, early, shape, tmp_path)[1].read_text())
     assert not summary["valid"] and "measurement" in [c["name"] for c in summary["checks"] if not c["passed"]]
+
+
+def test_the_image_recipe_and_build_record_go_into_the_bundle(published, tmp_path) -> None:
+    # The fabricated study is LUMI's, whose site builds an image: its recipe and the build's record
+    # (image and base digests, the packages inside) are bundled where the workflow left them.
+    made = published.study
+    recipe, record = recipe_path(made.study, made.root), record_path(made.study, made.root)
+    recipe.parent.mkdir(parents=True, exist_ok=True)
+    recipe.write_text(render_definition(made.study))
+    record.write_text(json.dumps({"image": {"sha256": "ab" * 32}, "packages": {"verl": "0.9.1"}}))
+    try:
+        _, members = read_archive(bundle(published, tmp_path))
+    finally:
+        recipe.unlink()
+        record.unlink()
+    assert members[str(recipe.relative_to(made.root))] == render_definition(made.study).encode()
+    assert json.loads(members[str(record.relative_to(made.root))])["image"]["sha256"] == "ab" * 32

@@ -181,6 +181,10 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     for name, caption in captions.items():
         assert f"{name}.png)" in report and caption in report, name
     assert selection["reason"] in report
+    # Strong scaling halves the trajectories per engine from 1 to 2 nodes, down to the one-node
+    # workload's: no run has fewer, so none is under-filled, and the report says so.
+    assert "none is under-filled" in report.split("## Strong scaling: under-filled generation engines")[1]
+    assert all(r["under_filled"] == "False" for r in strong)
 
     # The Snakemake HTML report carries every table and figure; once made, the bundle is packed again
     # with it (and nothing else is redone).

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.analysis.engine_fill import fill_finding, fill_rows
 from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
 from rlvr_scaling.analysis.tables import TABLES
 
@@ -75,3 +76,27 @@ def test_summaries_and_indexes_read_back_to_the_json_they_were_read_from(publish
     for path in study.index_paths:
         document = json.loads(path.read_text())
         assert DatasetIndex.from_json(document).to_json() == document, path.name
+
+
+def test_the_report_explains_the_strong_scaling_losses_in_sentences_from_the_numbers(published) -> None:
+    study, _tables, _figures, report = published
+    text = report.read_text().split("## Strong scaling: under-filled generation engines")[1].split("## Tables")[0]
+    rows = {(r["dataset"], r["nodes"]): r for r in fill_rows(study.results, 4)}
+    # The published shapes: GSM8K 400 -> 100 and DAPO 40 -> 10 trajectories per engine from 4 to 16 nodes
+    # (1600 and 160 at 1 node), both saturated at their 4-node count; 8 and 16 nodes under-filled.
+    assert "fall from 1600 at 1 node to 100 at 16 nodes" in text and "fall from 160 at 1 node to 10 at 16 nodes" in text
+    assert text.count("the runs at 8 and 16 nodes have fewer: their engines are under-filled") == 2
+    assert f"{rows['gsm8k', 16]['gen_share_of_extra']:.0%} at 16 nodes" in text
+    assert rows["gsm8k", 16]["gen_share_of_extra"] == pytest.approx(0.6, abs=0.05)
+
+
+def test_a_finding_says_when_no_run_is_under_filled_or_none_can_be_called_so() -> None:
+    def row(nodes: int, per_engine: float, saturated: float | None) -> dict:
+        under = saturated is not None and per_engine < saturated
+        return {"nodes": nodes, "trajectories_per_engine": per_engine, "saturated_at": saturated,
+                "under_filled": under, "gen_share_of_extra": None}  # fmt: skip
+
+    full = fill_finding("d", [row(4, 100, 50), row(8, 50, 50)])
+    assert full.endswith("saturated at 50 trajectories per engine; no run has fewer, so none is under-filled.")
+    unknown = fill_finding("d", [row(4, 100, None), row(8, 50, None)])
+    assert "No one-node run of the chosen workload was measured" in unknown

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.analysis import scaling
+from rlvr_scaling.analysis.engine_fill import fill_rows, saturation_run
 from rlvr_scaling.analysis.metrics import PHASES, throughput_per_gpu
 from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
@@ -80,6 +81,7 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
     for dataset in results.datasets():
         series = results.series(dataset, "strong")
         ref = next((s for s in series if s.nodes == reference_nodes), None)
+        saturated = saturation_run(results, dataset)
         for s in series:
             time_n = s.measured.step_time_s.mean
             row = {
@@ -88,6 +90,8 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
                 "gpus": s.gpus,
                 "prompts": s.prompts,
                 "trajectories_per_engine": s.trajectories_per_engine,
+                # fewer trajectories per engine than where the one-node sweep saturated (engine_fill)
+                "under_filled": saturated is not None and s.trajectories_per_engine < saturated.trajectories_per_engine,
                 "step_time_s": time_n,
                 "step_time_std_s": s.measured.step_time_s.std,
                 # summaries written before the interval was added have none (NaN, shown empty)
@@ -265,6 +269,7 @@ TABLES = {
     "strong_scaling": "Strong scaling: step time, speedup and efficiency relative to the reference node count",
     "phase_times": "Phase times per run (mean and sample std over measured steps)",
     "extra_time": "Extra step time over ideal scaling, by phase, and each phase's share",
+    "engine_fill": "Strong scaling: trajectories per generation engine against the one-node saturation point",
     "table1": "Table 1: the selected one-node configuration and its measured workload",
     "sweep": "One-node sweep: every point, the memory cap and the selected point",
     "invalid_runs": "Runs left out of the tables, with the checks they failed",
@@ -277,6 +282,7 @@ def write_tables(results: StudyResults, reference_nodes: int, output: Path) -> l
         "strong_scaling": lambda: strong_rows(results, reference_nodes),
         "phase_times": lambda: phase_rows(results),
         "extra_time": lambda: extra_time_rows(results, reference_nodes),
+        "engine_fill": lambda: fill_rows(results, reference_nodes),
         "table1": lambda: table1_rows(results),
         "sweep": lambda: sweep_rows(results),
         "invalid_runs": lambda: invalid_rows(results),

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from rlvr_scaling.analysis.engine_fill import fill_findings
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
 from rlvr_scaling.analysis.tables import TABLES
@@ -40,6 +41,8 @@ def render_report(study: StudyConfig, results: StudyResults, tables: Path, figur
             lines.append(f"- **{index.dataset}**: {selection['reason']}.")
         elif selection:
             lines.append(f"- **{index.dataset}**: pinned to {selection.get('prompts')} prompts per node in the config.")
+    lines += ["", "## Strong scaling: under-filled generation engines", ""]
+    lines += [f"- {finding}" for finding in fill_findings(results, study.scaling.strong_reference_nodes)]
     lines += ["", "## Tables", ""]
     for name in TABLES:
         path = tables / f"{name}.md"
