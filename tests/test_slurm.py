@@ -114,6 +114,24 @@ def test_a_bad_account_is_a_clear_error_and_nothing_is_submitted(
     assert jobs_since(start) == []
 
 
+def test_a_study_over_its_budget_submits_nothing_and_says_why(slurm_workdir: Path, tmp_path: Path) -> None:
+    config = study_file(
+        tmp_path, "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\nbudget:\n  node_hours: 0.001\n"
+    )
+    time.sleep(1)  # sacct -S has one-second resolution: no job of an earlier test may fall inside
+    start = slurm_now()
+    # A real invocation, not a dry run: only the cluster itself can say that nothing was submitted.
+    env = {"RLVR_SLURM_ACCOUNT": ACCOUNT}
+    result = snakemake(slurm_workdir, *PROFILES, "--configfile", config, env=env, check=False, timeout=600)
+    assert result.returncode != 0
+    message = result.stdout + result.stderr
+    assert re.search(r"budget\.node_hours is 0\.001, but the study needs [0-9.]+ node-hours", message), message
+    assert re.search(r"gsm8k-n2-p4-[0-9a-f]{10} \(2 nodes\) [0-9.]+", message), message
+    assert not (slurm_workdir / "results" / "runs").exists()
+    assert squeue("-u", "root").strip() == ""
+    assert jobs_since(start) == []
+
+
 def _start(slurm_workdir: Path, config: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [SNAKEMAKE, *PROFILES, "--configfile", config, *extra],

@@ -19,6 +19,7 @@ from rlvr_scaling.execution.storage import link_results
 from rlvr_scaling.fsutil import write_text_atomically
 from rlvr_scaling.inputs.container import image_path, recipe_path, record_path
 from rlvr_scaling.step_inputs import STEP_MODULES, settings_path, settings_steps, step_code
+from rlvr_scaling.study.budget import check_budget
 from rlvr_scaling.study.config import Study, study_from_dict
 from rlvr_scaling.study.identity import canonical_json, digest
 from rlvr_scaling.study.plan import (
@@ -45,6 +46,16 @@ def load_or_exit(config: dict[str, Any]) -> Study:
     if note:
         print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     return study
+
+
+def budget_or_exit(lookup: Lookup) -> None:
+    """Before anything is submitted: the runs known now (the sweep, or every run once the workloads
+    are known) must fit the study's budget with what the runs done have cost."""
+    try:
+        lookup.check_budget()
+    except StudyError as exc:
+        print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def results_root_or_exit(study: Study) -> Path:
@@ -97,7 +108,12 @@ class Lookup:
 
     def series_run_ids(self, dataset: str, selected: int, series: str) -> list[str]:
         runs = dataset_runs(self.study, dataset, selected, self.root)
+        # Asked once the sweep has chosen the workload: its scaling runs must fit the budget too.
+        self.check_budget()
         return [r.run_id for r in known_runs(runs) if series in r.series]
+
+    def check_budget(self) -> None:
+        check_budget(self.study, self._plan(), self.root)
 
     def run_resources(self) -> dict[str, Callable[[Any], Any]]:
         """The run rule's resources: per run, as the plan gives them."""

@@ -62,9 +62,13 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
         # estimates: a run over a job's time limit stops the planning with an error naming the key
         # anyway, and a preflight made again would hide the other steps' changes in that invocation
         # (snakemake#4166: the runs take it as ancient), e.g. the bundle that holds the estimates.
-        unseen = ("estimate", "selection_rule", "overrides")
+        # Nor the budget, which decides what is submitted, not how it runs, nor the study's title and
+        # authors, which only the bundle cites.
+        unseen = ("estimate", "selection_rule", "overrides", "budget")
         checked = {key: value for key, value in config.to_dict().items() if key not in unseen}
         checked["algorithm"].pop("warmup_steps", None)
+        for key in ("title", "authors"):
+            checked["study"].pop(key, None)
         return {"config": checked, "site": study.site.to_dict()}
     if step == "summary":
         return {"warmup_steps": config.algorithm.warmup_steps}

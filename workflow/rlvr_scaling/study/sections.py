@@ -238,6 +238,11 @@ class Estimate(Section):
 
 
 @dataclass(frozen=True)
+class Budget(Section):
+    node_hours: float | None = None  # None: no limit
+
+
+@dataclass(frozen=True)
 class StudyConfig(Section):
     site: str = "local"
     slurm_account: str | None = None
@@ -253,3 +258,4 @@ class StudyConfig(Section):
     selection: dict[str, int | None] = field(default_factory=dict)  # pinned prompts per node
     selection_rule: SelectionRule = field(default_factory=SelectionRule)
     estimate: Estimate = field(default_factory=Estimate)
+    budget: Budget = field(default_factory=Budget)

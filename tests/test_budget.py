@@ -1,0 +1,87 @@
+"""The node-hour budget: the study's cost is what its finished runs measured plus the estimate of
+every planned run not done; over `budget.node_hours` the workflow submits nothing and names the
+runs and their cost (the real-Slurm case is in test_slurm.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rlvr_scaling import paths
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.snakemake_api import Lookup
+from rlvr_scaling.study.budget import check_budget, study_cost
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan, known_runs
+
+from .study_runs import STUDY_SETS, fabricate_study
+from .workflow_helpers import snakemake
+
+PUBLISHED = ["selection.gsm8k=100", "selection.dapo_math=10"]
+
+
+def _study(budget: float | None):
+    return load_study(site="lumi", sets=[*PUBLISHED, f"budget.node_hours={'null' if budget is None else budget}"])
+
+
+def test_the_published_study_fits_a_budget_of_its_estimate_and_not_one_below(tmp_path: Path) -> None:
+    plan = build_plan(_study(None), root=tmp_path)
+    total = sum(run.node_hours for run in known_runs(plan))
+    assert total == pytest.approx(176.3, abs=0.1)  # the README's figure for the 18 scaling runs
+    check_budget(_study(total + 0.01), plan, tmp_path)
+    costliest = max(known_runs(plan), key=lambda run: run.node_hours)
+    with pytest.raises(StudyError) as error:
+        check_budget(_study(100), plan, tmp_path)
+    message = str(error.value)
+    assert message.startswith("budget.node_hours is 100, but the study needs 176.")
+    assert f"{costliest.run_id} ({costliest.nodes} nodes) {costliest.node_hours:.2f}" in message
+    assert "Nothing more is submitted" in message and "and 10 more" in message
+
+
+def test_a_finished_run_counts_what_it_measured_not_its_estimate(tmp_path: Path) -> None:
+    study = _study(None)
+    plan = build_plan(study, root=tmp_path)
+    done = next(run for run in known_runs(plan) if run.nodes == 2)
+    run_dir = paths.run_dir(tmp_path, done.run_id)
+    run_dir.mkdir(parents=True)
+    job = {"nodes": 2, "start": "2026-11-30T10:00:00+00:00", "end": "2026-11-30T10:45:00+00:00"}
+    (run_dir / "job.json").write_text(json.dumps(job))
+    cost = study_cost(study, plan, tmp_path)
+    assert cost.spent == pytest.approx(1.5) and done not in cost.to_run
+    assert cost.total == pytest.approx(sum(r.node_hours for r in known_runs(plan)) - done.node_hours + 1.5)
+
+
+def test_a_dry_run_over_budget_stops_before_any_job_with_the_reason(workdir: Path) -> None:
+    result = snakemake(workdir, "-n", "--cores", "2", "--config", "budget={'node_hours': 0.001}", check=False)
+    assert result.returncode != 0
+    assert "rlvr-scaling: error: budget.node_hours is 0.001, but the study needs" in result.stderr, result.stderr
+    assert "Job stats" not in result.stdout
+
+
+def test_once_the_sweep_has_chosen_the_scaling_runs_must_fit_too(tmp_path: Path) -> None:
+    # The fabricated LUMI study has run its GSM8K sweep and chosen 100 prompts; its runs are all done
+    # there, so clear them: what is left to run is the scaling series the rules now ask for.
+    made = fabricate_study(tmp_path)
+    for run_dir in paths.results_dir(tmp_path).joinpath("runs").iterdir():
+        if "sweep" not in json.loads((run_dir / "spec.json").read_text())["run"]["series"]:
+            (run_dir / "job.json").unlink()
+    sweep_cost = study_cost(made.study, build_plan(made.study, root=tmp_path), tmp_path).spent
+    lookup = Lookup(load_study(site="lumi", sets=[*STUDY_SETS, f"budget.node_hours={sweep_cost + 1}"]), tmp_path)
+    with pytest.raises(StudyError, match=r"budget.node_hours is [0-9.]+, but the study needs"):
+        lookup.series_run_ids("gsm8k", 100, "weak")
+    generous = Lookup(load_study(site="lumi", sets=[*STUDY_SETS, "budget.node_hours=1000"]), tmp_path)
+    assert len(generous.series_run_ids("gsm8k", 100, "weak")) == 5
+
+
+def test_a_finished_study_over_its_budget_is_still_usable(tmp_path: Path) -> None:
+    # Runs may cost more than estimated; once every run is done nothing is submitted, so no error.
+    study = _study(None)
+    plan = build_plan(study, root=tmp_path)
+    for run in known_runs(plan):
+        run_dir = paths.run_dir(tmp_path, run.run_id)
+        run_dir.mkdir(parents=True)
+        job = {"nodes": run.nodes, "start": "2026-11-30T10:00:00+00:00", "end": "2026-11-30T20:00:00+00:00"}
+        (run_dir / "job.json").write_text(json.dumps(job))
+    assert study_cost(_study(1), plan, tmp_path).over
+    check_budget(_study(1), plan, tmp_path)

@@ -1,0 +1,84 @@
+"""The study's node-hour budget (`budget.node_hours`): what the runs done have cost, measured from
+their job records, plus the estimate of every planned run not yet done. Over the budget, the
+workflow submits nothing more and says which runs and what they cost."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlvr_scaling import paths
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.plan import PlannedRun, Run, known_runs
+
+SHOWN_RUNS = 8
+
+
+@dataclass(frozen=True)
+class Cost:
+    budget: float | None
+    spent: float  # node-hours of the runs done, as measured (job start to end x nodes)
+    to_run: list[Run]  # planned and not done, by estimated cost, the largest first
+
+    @property
+    def planned(self) -> float:
+        return sum(run.node_hours for run in self.to_run)
+
+    @property
+    def total(self) -> float:
+        return self.spent + self.planned
+
+    @property
+    def over(self) -> bool:
+        return self.budget is not None and self.total > self.budget
+
+
+def measured_node_hours(run_dir: Path) -> float | None:
+    """A finished run's cost from its job record: its nodes for the time from start to end."""
+    try:
+        job = json.loads((run_dir / "job.json").read_text())
+        seconds = (dt.datetime.fromisoformat(job["end"]) - dt.datetime.fromisoformat(job["start"])).total_seconds()
+        return job["nodes"] * seconds / 3600
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def study_cost(study: Study, plan: list[PlannedRun], root: Path) -> Cost:
+    spent, to_run = 0.0, []
+    for run in known_runs(plan):
+        measured = measured_node_hours(paths.run_dir(root, run.run_id))
+        if measured is None:
+            to_run.append(run)
+        else:
+            spent += measured
+    to_run.sort(key=lambda run: (-run.node_hours, run.run_id))
+    return Cost(study.config.budget.node_hours, spent, to_run)
+
+
+def budget_line(cost: Cost) -> str:
+    if cost.budget is None:
+        return "Budget: none set (budget.node_hours)."
+    state = "OVER the budget: nothing more is submitted" if cost.over else "within the budget"
+    return (
+        f"Budget: {cost.budget:g} node-hours; spent {cost.spent:.1f} (measured), planned {cost.planned:.1f} "
+        f"(estimated, {len(cost.to_run)} runs): {cost.total:.1f}, {state}."
+    )
+
+
+def check_budget(study: Study, plan: list[PlannedRun], root: Path) -> None:
+    """Raises, naming the costliest runs not yet done, when the study would go over its budget."""
+    cost = study_cost(study, plan, root)
+    # With every run done nothing is submitted, whatever they cost: a finished study stays usable.
+    if not cost.over or not cost.to_run:
+        return
+    shown = "; ".join(f"{run.run_id} ({run.nodes} nodes) {run.node_hours:.2f}" for run in cost.to_run[:SHOWN_RUNS])
+    more = f"; and {len(cost.to_run) - SHOWN_RUNS} more" if len(cost.to_run) > SHOWN_RUNS else ""
+    raise StudyError(
+        f"budget.node_hours is {cost.budget:g}, but the study needs {cost.total:.2f} node-hours: "
+        f"{cost.spent:.2f} spent by the runs done and {cost.planned:.2f} estimated for the {len(cost.to_run)} runs "
+        f"not done ({shown}{more}). Nothing more is submitted: raise the budget, or plan fewer or shorter runs "
+        "(`rlvr-scaling plan` shows each run's cost)"
+    )
