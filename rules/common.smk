@@ -7,6 +7,7 @@ from rlvr_scaling.study.config import typed_command_line
 from rlvr_scaling.snakemake_api import (
     Lookup,
     budget_or_exit,
+    budget_warning,
     load_or_exit,
     results_root_or_exit,
     container_files,
@@ -25,9 +26,9 @@ DATASETS = STUDY.datasets
 # are read: Snakemake reads results/ to build its plan, so the link must be there before (made once;
 # every other file is made by a rule, or by `onstart` in the Snakefile).
 RESULTS_ROOT = results_root_or_exit(STUDY)
-# Nothing is submitted when the study would go over budget.node_hours (the scaling runs are checked
-# again once the sweep has chosen their workload).
-budget_or_exit(PLAN)
+# Over budget.node_hours, a dry run warns here, and a real run submits nothing (onstart, Snakefile).
+if workflow.is_main_process:
+    budget_warning(PLAN)
 # The CLI steps read exactly the config this invocation validated (including --config overrides),
 # through the same interpreter as Snakemake's: jobs need no activated environment.
 STUDY_FILE = effective_config_path(STUDY_CONFIG)

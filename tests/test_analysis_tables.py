@@ -226,12 +226,12 @@ def expected_extra(fs: FabricatedStudy) -> list[dict[str, Any]]:
 
 
 def expected_fill(fs: FabricatedStudy) -> list[dict[str, Any]]:
-    """A strong run is under-filled when its engines get fewer trajectories than the one-node run of
-    the published workload (where the sweep saturated); generation's share of the time over ideal
-    scaling from the reference is worked out from the phase means."""
+    """A strong run is under-filled when its engines get fewer trajectories than the published
+    one-node workload gives them (GSM8K's chosen by the sweep, DAPO's pinned); generation's share of
+    the time over ideal scaling from the reference is worked out from the phase means."""
     rows = []
     for dataset in datasets(fs):
-        saturated = PUBLISHED[dataset] * RESPONSES_PER_PROMPT / ENGINES_PER_NODE
+        saturated = math.ceil(PUBLISHED[dataset] * RESPONSES_PER_PROMPT / ENGINES_PER_NODE)
         ref = fs.run(dataset, "strong", REFERENCE_NODES)
         for nodes in NODES:
             run = fs.run(dataset, "strong", nodes)
@@ -246,12 +246,11 @@ def expected_fill(fs: FabricatedStudy) -> list[dict[str, Any]]:
                     "dataset": dataset,
                     "nodes": nodes,
                     "trajectories_per_engine": per_engine,
-                    "saturated_at": saturated,
+                    "concurrency": saturated,
                     "under_filled": per_engine < saturated,
                     "extra_over_ideal_s": extra,
                     "gen_share_of_extra": gen_share,
                     "run_id": run.run.run_id,
-                    "saturation_run_id": fs.run(dataset, "weak", 1).run.run_id,
                 }
             )
     return rows

@@ -5,6 +5,7 @@ runs and their cost (the real-Slurm case is in test_slurm.py)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -47,16 +48,28 @@ def test_a_finished_run_counts_what_it_measured_not_its_estimate(tmp_path: Path)
     run_dir.mkdir(parents=True)
     job = {"nodes": 2, "start": "2026-11-30T10:00:00+00:00", "end": "2026-11-30T10:45:00+00:00"}
     (run_dir / "job.json").write_text(json.dumps(job))
+    # A failed attempt of another run was paid for too: 4 nodes for 15 minutes.
+    failed = paths.results_dir(tmp_path) / "failed" / "gsm8k-n4-p400-0123456789" / "20261130T100000Z"
+    failed.mkdir(parents=True)
+    attempt = {"nodes": 4, "start": "2026-11-30T11:00:00+00:00", "end": "2026-11-30T11:15:00+00:00"}
+    (failed / "job.json").write_text(json.dumps(attempt))
     cost = study_cost(study, plan, tmp_path)
-    assert cost.spent == pytest.approx(1.5) and done not in cost.to_run
-    assert cost.total == pytest.approx(sum(r.node_hours for r in known_runs(plan)) - done.node_hours + 1.5)
+    assert cost.spent == pytest.approx(1.5 + 1.0) and done not in cost.to_run
+    assert cost.total == pytest.approx(sum(r.node_hours for r in known_runs(plan)) - done.node_hours + 2.5)
 
 
-def test_a_dry_run_over_budget_stops_before_any_job_with_the_reason(workdir: Path) -> None:
-    result = snakemake(workdir, "-n", "--cores", "2", "--config", "budget={'node_hours': 0.001}", check=False)
-    assert result.returncode != 0
-    assert "rlvr-scaling: error: budget.node_hours is 0.001, but the study needs" in result.stderr, result.stderr
-    assert "Job stats" not in result.stdout
+def test_over_budget_a_dry_run_warns_and_a_real_run_starts_nothing(workdir: Path) -> None:
+    over = ("--cores", "2", "--config", "budget={'node_hours': 0.001}")
+    dry = snakemake(workdir, "-n", *over)
+    assert "rlvr-scaling: warning: budget.node_hours is 0.001, but the study needs" in dry.stderr, dry.stderr
+    real = snakemake(workdir, *over, check=False)
+    assert real.returncode == 2, real.stdout + real.stderr
+    assert "rlvr-scaling: error: budget.node_hours is 0.001, but the study needs" in real.stderr
+    assert re.search(r"gsm8k-n1-p\d-[0-9a-f]{10} \(1 node\) 0\.04", real.stderr), real.stderr
+    assert not (workdir / "results" / "runs").exists() and not (workdir / "results" / "data").exists()
+    # Snakemake let go of the working directory: the next invocation meets the budget, not a lock.
+    again = snakemake(workdir, *over, check=False)
+    assert again.returncode == 2 and "rlvr-scaling: error: budget.node_hours" in again.stderr, again.stderr
 
 
 def test_once_the_sweep_has_chosen_the_scaling_runs_must_fit_too(tmp_path: Path) -> None:
@@ -68,6 +81,7 @@ def test_once_the_sweep_has_chosen_the_scaling_runs_must_fit_too(tmp_path: Path)
             (run_dir / "job.json").unlink()
     sweep_cost = study_cost(made.study, build_plan(made.study, root=tmp_path), tmp_path).spent
     lookup = Lookup(load_study(site="lumi", sets=[*STUDY_SETS, f"budget.node_hours={sweep_cost + 1}"]), tmp_path)
+    lookup.submitting = True  # as onstart sets it: a dry run or a report is never refused here
     with pytest.raises(StudyError, match=r"budget.node_hours is [0-9.]+, but the study needs"):
         lookup.series_run_ids("gsm8k", 100, "weak")
     generous = Lookup(load_study(site="lumi", sets=[*STUDY_SETS, "budget.node_hours=1000"]), tmp_path)

@@ -161,6 +161,17 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
         assert float(row["ideal_speedup"]) == nodes / 2
         assert float(row["efficiency"]) == pytest.approx(speedup / (nodes / 2), rel=1e-9)
         assert float(row["step_time_ci_low_s"]) < float(row["step_time_s"]) < float(row["step_time_ci_high_s"])
+    # Start-up and tear-down, measured: the launcher saw every run's first and last step logged.
+    overhead = read_csv(results / "tables" / "overhead.csv")
+    assert {r["run_id"] for r in overhead} == set(runs)
+    for row in overhead:
+        clock = json.loads((runs[row["run_id"]] / "job.json").read_text())["step_clock"]
+        assert (clock["first_step"], clock["last_step"]) == (1, STEPS)
+        wall, startup, steps_s, teardown = (float(row[k]) for k in ("wall_s", "startup_s", "steps_s", "teardown_s"))
+        # verl starting its processes takes longer than its steps here; the parts fit in the run's time
+        # (to the clock's second and its one-second look).
+        assert startup > 0 and teardown >= 0 and steps_s > 0 and startup + steps_s + teardown <= wall + 3
+        assert float(row["outside_steps_share"]) == pytest.approx((wall - steps_s) / wall)
     sweep = read_csv(results / "tables" / "sweep.csv")
     assert {int(r["prompts"]): r["selected"] == "True" for r in sweep} == {2: chosen == 2, 4: chosen == 4}
     for row in sweep:
@@ -169,7 +180,12 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
 
     # Every figure the captions name exists as a readable PNG and a PDF.
     captions = json.loads((results / "figures" / "captions.json").read_text())
-    assert len(captions) == 6, sorted(captions)
+    assert len(captions) == 7, sorted(captions)
+    # Two node counts per series: too few for a scaling model, and the figure says so.
+    assert (
+        "Too few node counts for a model (three are needed): gsm8k weak, gsm8k strong"
+        in captions["figure6_phase_models"]
+    )
     for name in captions:
         check_image(results / "figures" / f"{name}.png")
         assert (results / "figures" / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
@@ -185,6 +201,7 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     # workload's: no run has fewer, so none is under-filled, and the report says so.
     assert "none is under-filled" in report.split("## Strong scaling: under-filled generation engines")[1]
     assert all(r["under_filled"] == "False" for r in strong)
+    assert f"Outside their steps the {len(runs)} runs spent" in report
 
     # The Snakemake HTML report carries every table and figure; once made, the bundle is packed again
     # with it (and nothing else is redone).

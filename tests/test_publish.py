@@ -32,6 +32,7 @@ def test_every_figure_is_drawn_in_both_formats_with_a_caption_naming_its_runs(pu
         "figure4_strong_speedup",
         "figure5_strong_phase_times",
         "figure_sweep",
+        "figure6_phase_models",
     }
     for name, caption in captions.items():
         assert (figures / f"{name}.png").stat().st_size > 10_000 and (figures / f"{name}.pdf").exists(), name
@@ -85,18 +86,21 @@ def test_the_report_explains_the_strong_scaling_losses_in_sentences_from_the_num
     # The published shapes: GSM8K 400 -> 100 and DAPO 40 -> 10 trajectories per engine from 4 to 16 nodes
     # (1600 and 160 at 1 node), both saturated at their 4-node count; 8 and 16 nodes under-filled.
     assert "fall from 1600 at 1 node to 100 at 16 nodes" in text and "fall from 160 at 1 node to 10 at 16 nodes" in text
-    assert text.count("the runs at 8 and 16 nodes have fewer: their engines are under-filled") == 2
+    assert text.count("the runs at 8 and 16 nodes give it fewer: their engines are under-filled") == 2
+    assert "set to the one-node workload's 400 (where the one-node sweep saturated)" in text
+    assert "set to the one-node workload's 40 (pinned in the config)" in text
     assert f"{rows['gsm8k', 16]['gen_share_of_extra']:.0%} at 16 nodes" in text
     assert rows["gsm8k", 16]["gen_share_of_extra"] == pytest.approx(0.6, abs=0.05)
 
 
-def test_a_finding_says_when_no_run_is_under_filled_or_none_can_be_called_so() -> None:
-    def row(nodes: int, per_engine: float, saturated: float | None) -> dict:
-        under = saturated is not None and per_engine < saturated
-        return {"nodes": nodes, "trajectories_per_engine": per_engine, "saturated_at": saturated,
-                "under_filled": under, "gen_share_of_extra": None}  # fmt: skip
+def test_a_finding_says_when_no_run_is_under_filled() -> None:
+    def row(nodes: int, per_engine: float, concurrency: int) -> dict:
+        return {"nodes": nodes, "trajectories_per_engine": per_engine, "concurrency": concurrency,
+                "under_filled": per_engine < concurrency, "gen_share_of_extra": None}  # fmt: skip
 
-    full = fill_finding("d", [row(4, 100, 50), row(8, 50, 50)])
-    assert full.endswith("saturated at 50 trajectories per engine; no run has fewer, so none is under-filled.")
-    unknown = fill_finding("d", [row(4, 100, None), row(8, 50, None)])
-    assert "No one-node run of the chosen workload was measured" in unknown
+    full = fill_finding("d", [row(1, 100, 50), row(2, 50, 50)], pinned=False)
+    assert full == (
+        "**d**: under strong scaling the trajectories per generation engine fall from 100 at 1 node to 50 at 2 "
+        "nodes. Every engine is set to the one-node workload's 50 (where the one-node sweep saturated); no run "
+        "gives it fewer, so none is under-filled."
+    )

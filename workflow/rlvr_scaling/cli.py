@@ -34,6 +34,11 @@ def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], tex
 def _add_stage_commands(sub: Any) -> None:
     plan = _command(sub, "plan", commands.cmd_plan, "print every run of the study")
     plan.add_argument("--json", action="store_true", help="print the plan as a JSON list")
+    plan.add_argument(
+        "--nodes",
+        default=None,
+        help="e.g. 32,64: predict step time, efficiency and cost there from the measured series",
+    )
     data = _command(sub, "data", commands.cmd_data, "prepare one dataset in verl's schema, with a manifest")
     data.add_argument("--dataset", required=True)
     data.add_argument("--output", required=True, help="directory for train.parquet, val.parquet, manifest.json")

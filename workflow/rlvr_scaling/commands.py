@@ -35,6 +35,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.study.plan_view import plan_table, results_line, site_note
 
     study = _load(args)
+    if args.nodes:
+        from rlvr_scaling.analysis.prediction_view import parse_nodes, prediction_text
+
+        sys.stdout.write(prediction_text(study, Path(args.root), parse_nodes(args.nodes)))
+        return 0
     plan = current_plan(study, Path(args.root))
     if not args.json:
         sys.stdout.write(plan_table(study, plan))

@@ -49,13 +49,24 @@ def load_or_exit(config: dict[str, Any]) -> Study:
 
 
 def budget_or_exit(lookup: Lookup) -> None:
-    """Before anything is submitted: the runs known now (the sweep, or every run once the workloads
-    are known) must fit the study's budget with what the runs done have cost."""
+    """When the workflow is about to start its jobs (onstart: not for a dry run, --report, --unlock
+    or a job's own process): the runs known now (the sweep, or every run once the workloads are
+    known) must fit the study's budget with what the runs done have cost. From then on, the scaling
+    runs a sweep's selection names are checked too, before any is submitted."""
     try:
         lookup.check_budget()
     except StudyError as exc:
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    lookup.submitting = True
+
+
+def budget_warning(lookup: Lookup) -> None:
+    """While the rules are read: a dry run or a report says that a real run would be refused."""
+    try:
+        lookup.check_budget()
+    except StudyError as exc:
+        print(f"rlvr-scaling: warning: {exc}", file=sys.stderr)
 
 
 def results_root_or_exit(study: Study) -> Path:
@@ -75,6 +86,8 @@ class Lookup:
         self.root = (root or Path.cwd()).resolve()
         self._cache: list[PlannedRun] = []
         self._cache_key: tuple | None = None
+        # Set once this invocation starts submitting jobs (budget_or_exit, from onstart).
+        self.submitting = False
 
     @functools.cached_property
     def _pinned(self) -> dict[str, int | None]:
@@ -108,8 +121,9 @@ class Lookup:
 
     def series_run_ids(self, dataset: str, selected: int, series: str) -> list[str]:
         runs = dataset_runs(self.study, dataset, selected, self.root)
-        # Asked once the sweep has chosen the workload: its scaling runs must fit the budget too.
-        self.check_budget()
+        # Asked again once the sweep has chosen the workload: its scaling runs must fit the budget too.
+        if self.submitting:
+            self.check_budget()
         return [r.run_id for r in known_runs(runs) if series in r.series]
 
     def check_budget(self) -> None:

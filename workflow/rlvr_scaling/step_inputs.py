@@ -40,6 +40,22 @@ STEP_MODULES = {
 }
 
 
+def preflight_settings(study: Study) -> dict[str, Any]:
+    # What the preflight checks: the study and the site, but not the selection rule or the warm-up
+    # the analysis leaves out (nor the raw overrides, which the config holds applied). Nor the
+    # estimates: a run over a job's time limit stops the planning with an error naming the key
+    # anyway, and a preflight made again would hide the other steps' changes in that invocation
+    # (snakemake#4166: the runs take it as ancient), e.g. the bundle that holds the estimates.
+    # Nor the budget, which decides what is submitted, not how it runs, nor the study's title and
+    # authors, which only the bundle cites.
+    unseen = ("estimate", "selection_rule", "overrides", "budget")
+    checked = {key: value for key, value in study.config.to_dict().items() if key not in unseen}
+    checked["algorithm"].pop("warmup_steps", None)
+    for key in ("title", "authors"):
+        checked["study"].pop(key, None)
+    return {"config": checked, "site": study.site.to_dict()}
+
+
 def step_settings(study: Study, step: str) -> dict[str, Any]:
     """The settings of the study `step` reads, and nothing else. `dataset@<name>`: one dataset's."""
     config = study.config
@@ -57,19 +73,7 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
             "max_context": model.max_context,
         }
     if step == "preflight":
-        # What the preflight checks: the study and the site, but not the selection rule or the warm-up
-        # the analysis leaves out (nor the raw overrides, which the config holds applied). Nor the
-        # estimates: a run over a job's time limit stops the planning with an error naming the key
-        # anyway, and a preflight made again would hide the other steps' changes in that invocation
-        # (snakemake#4166: the runs take it as ancient), e.g. the bundle that holds the estimates.
-        # Nor the budget, which decides what is submitted, not how it runs, nor the study's title and
-        # authors, which only the bundle cites.
-        unseen = ("estimate", "selection_rule", "overrides", "budget")
-        checked = {key: value for key, value in config.to_dict().items() if key not in unseen}
-        checked["algorithm"].pop("warmup_steps", None)
-        for key in ("title", "authors"):
-            checked["study"].pop(key, None)
-        return {"config": checked, "site": study.site.to_dict()}
+        return preflight_settings(study)
     if step == "summary":
         return {"warmup_steps": config.algorithm.warmup_steps}
     if step == "selection":

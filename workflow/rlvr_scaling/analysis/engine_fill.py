@@ -1,7 +1,8 @@
 """The study's explanation of its strong-scaling losses, made from the numbers: as nodes are added
-to a fixed workload, each generation engine gets fewer trajectories; a run whose engines get fewer
-than the one-node workload the sweep chose (where throughput saturated) runs them under-filled, and
-its time over ideal scaling is then mostly generation."""
+to a fixed workload, each generation engine gets fewer trajectories. Every run's engines are set to
+the concurrency of the one-node workload (vLLM max_num_seqs: its trajectories per engine, where the
+sweep found throughput saturated, or the workload pinned in the config); a run whose engines get
+fewer runs them under-filled, and its time over ideal scaling is then mostly generation."""
 
 from __future__ import annotations
 
@@ -15,31 +16,30 @@ from rlvr_scaling.analysis.results_io import StudyResults
 STEP_PARTS = (*PHASES, "other")
 
 
-def saturation_run(results: StudyResults, dataset: str) -> RunSummary | None:
-    """The one-node run of the chosen workload: the sweep point past which throughput stopped rising
-    (or the pinned workload, which the study chose that way)."""
-    return next((s for s in results.series(dataset, "weak") if s.nodes == 1), None)
+def under_filled(run: RunSummary) -> bool:
+    return run.trajectories_per_engine < run.concurrency
 
 
-def generation_share(run: RunSummary, reference: RunSummary) -> tuple[float, float]:
-    """The run's step time over ideal scaling from the reference, and generation's share of it."""
+def generation_share(run: RunSummary, reference: RunSummary) -> tuple[float, float | None]:
+    """The run's step time over ideal scaling from the reference, and generation's share of it (None
+    when there is no time over ideal to share out)."""
     phases = {p: run.measured.phases_s[p].mean for p in STEP_PARTS}
     ideal = {
         p: scaling.ideal_phase_time(reference.measured.phases_s[p].mean, reference.nodes, run.nodes, "strong")
         for p in STEP_PARTS
     }
     shares = scaling.extra_time_shares(phases, ideal)
-    return sum(s["extra_s"] for s in shares.values()), shares["gen"]["share"]
+    extra = sum(s["extra_s"] for s in shares.values())
+    return extra, (shares["gen"]["share"] if extra > 0 else None)
 
 
 def fill_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
-        saturated = saturation_run(results, dataset)
         series = results.series(dataset, "strong")
         reference = next((s for s in series if s.nodes == reference_nodes), None)
         for run in series:
-            # None (an empty cell): no time over ideal below or at the reference.
+            # None (an empty cell): no time over ideal at or below the reference.
             extra, gen_share = None, None
             if reference is not None and run.nodes > reference.nodes:
                 extra, gen_share = generation_share(run, reference)
@@ -48,16 +48,18 @@ def fill_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, Any
                     "dataset": dataset,
                     "nodes": run.nodes,
                     "trajectories_per_engine": run.trajectories_per_engine,
-                    "saturated_at": saturated.trajectories_per_engine if saturated else None,
-                    "under_filled": saturated is not None
-                    and run.trajectories_per_engine < saturated.trajectories_per_engine,
+                    "concurrency": run.concurrency,
+                    "under_filled": under_filled(run),
                     "extra_over_ideal_s": extra,
                     "gen_share_of_extra": gen_share,
                     "run_id": run.run_id,
-                    "saturation_run_id": saturated.run_id if saturated else None,
                 }
             )
     return rows
+
+
+def _at(row: dict[str, Any]) -> str:
+    return f"{row['trajectories_per_engine']:g} at {row['nodes']} node{'' if row['nodes'] == 1 else 's'}"
 
 
 def _nodes(values: list[int]) -> str:
@@ -65,22 +67,17 @@ def _nodes(values: list[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _at(row: dict[str, Any]) -> str:
-    return f"{row['trajectories_per_engine']:g} at {row['nodes']} node{'' if row['nodes'] == 1 else 's'}"
-
-
-def fill_finding(dataset: str, rows: list[dict[str, Any]]) -> str:
+def fill_finding(dataset: str, rows: list[dict[str, Any]], pinned: bool) -> str:
     """One paragraph per dataset (its strong series, by nodes), every number from the rows."""
     first, last = rows[0], rows[-1]
     text = f"**{dataset}**: under strong scaling the trajectories per generation engine "
     text += f"fall from {_at(first)} to {_at(last)}." if len(rows) > 1 else f"are {_at(first)}."
-    if first["saturated_at"] is None:
-        return text + " No one-node run of the chosen workload was measured, so no run can be called under-filled."
-    text += f" The one-node sweep saturated at {first['saturated_at']:g} trajectories per engine"
+    chosen = "pinned in the config" if pinned else "where the one-node sweep saturated"
+    text += f" Every engine is set to the one-node workload's {first['concurrency']:g} ({chosen})"
     under = [r for r in rows if r["under_filled"]]
     if not under:
-        return text + "; no run has fewer, so none is under-filled."
-    text += f"; the runs at {_nodes([r['nodes'] for r in under])} nodes have fewer: their engines are under-filled."
+        return text + "; no run gives it fewer, so none is under-filled."
+    text += f"; the runs at {_nodes([r['nodes'] for r in under])} nodes give it fewer: their engines are under-filled."
     explained = [r for r in under if r["gen_share_of_extra"] is not None]
     if explained:
         parts = [f"{r['gen_share_of_extra']:.0%} at {r['nodes']} nodes" for r in explained]
@@ -90,5 +87,10 @@ def fill_finding(dataset: str, rows: list[dict[str, Any]]) -> str:
 
 def fill_findings(results: StudyResults, reference_nodes: int) -> list[str]:
     rows = fill_rows(results, reference_nodes)
-    datasets = [d for d in results.datasets() if any(r["dataset"] == d for r in rows)]
-    return [fill_finding(d, [r for r in rows if r["dataset"] == d]) for d in datasets]
+    findings = []
+    for dataset in results.datasets():
+        mine = [r for r in rows if r["dataset"] == dataset]
+        if mine:
+            pinned = bool((results.index(dataset).selection or {}).get("pinned"))
+            findings.append(fill_finding(dataset, mine, pinned))
+    return findings

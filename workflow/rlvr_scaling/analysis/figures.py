@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from rlvr_scaling.analysis.figure_models import figure_phase_models
 from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults  # noqa: E402
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD, mean, sample_std  # noqa: E402
@@ -249,5 +250,6 @@ def write_figures(results: StudyResults, reference_nodes: int, output: Path) -> 
         captions,
     )
     figure_sweep(results, output, captions)
+    figure_phase_models(results, output, captions, _save)
     (output / "captions.json").write_text(json_text(captions))
     return sorted(output.iterdir())

@@ -132,6 +132,7 @@ class RunSummary:
     provenance: dict[str, Any]
     failure: str | None = None
     memory_evidence: str | None = None
+    overhead: dict[str, float] | None = None  # analysis.overhead: start-up and tear-down, in seconds
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSummary:
@@ -146,6 +147,7 @@ class RunSummary:
             provenance=data["provenance"],
             failure=data.get("failure"),
             memory_evidence=data.get("memory_evidence"),
+            overhead=data.get("overhead"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -157,6 +159,8 @@ class RunSummary:
         if self.status == "failed":
             data["failure"] = self.failure
             data["memory_evidence"] = self.memory_evidence
+        if self.overhead is not None:
+            data["overhead"] = self.overhead
         data["steps"] = self.steps
         data["provenance"] = self.provenance
         return data

@@ -10,6 +10,7 @@ from typing import Any
 from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
 from rlvr_scaling.analysis.metrics_file import measurement_problems
 from rlvr_scaling.analysis.models import Check, Measured, RunSummary
+from rlvr_scaling.analysis.overhead import run_overhead
 from rlvr_scaling.fsutil import sha256_file
 
 
@@ -126,6 +127,7 @@ def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
         valid=all(c.passed for c in checks),
         status="succeeded",
         steps=steps,
+        overhead=run_overhead(job, steps),
         provenance={
             "metrics_file": source.name,
             "reader": reader,

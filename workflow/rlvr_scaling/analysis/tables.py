@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.analysis import scaling
-from rlvr_scaling.analysis.engine_fill import fill_rows, saturation_run
+from rlvr_scaling.analysis.engine_fill import fill_rows, under_filled
 from rlvr_scaling.analysis.metrics import PHASES, throughput_per_gpu
 from rlvr_scaling.analysis.models import RunSummary
+from rlvr_scaling.analysis.overhead import overhead_rows
+from rlvr_scaling.analysis.phase_models import model_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import bootstrap_ci, row_mean_ratio
 
@@ -81,7 +83,6 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
     for dataset in results.datasets():
         series = results.series(dataset, "strong")
         ref = next((s for s in series if s.nodes == reference_nodes), None)
-        saturated = saturation_run(results, dataset)
         for s in series:
             time_n = s.measured.step_time_s.mean
             row = {
@@ -90,8 +91,8 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
                 "gpus": s.gpus,
                 "prompts": s.prompts,
                 "trajectories_per_engine": s.trajectories_per_engine,
-                # fewer trajectories per engine than where the one-node sweep saturated (engine_fill)
-                "under_filled": saturated is not None and s.trajectories_per_engine < saturated.trajectories_per_engine,
+                # fewer trajectories per engine than the one-node workload set its engines to (engine_fill)
+                "under_filled": under_filled(s),
                 "step_time_s": time_n,
                 "step_time_std_s": s.measured.step_time_s.std,
                 # summaries written before the interval was added have none (NaN, shown empty)
@@ -270,6 +271,8 @@ TABLES = {
     "phase_times": "Phase times per run (mean and sample std over measured steps)",
     "extra_time": "Extra step time over ideal scaling, by phase, and each phase's share",
     "engine_fill": "Strong scaling: trajectories per generation engine against the one-node saturation point",
+    "overhead": "Each run's time and node-hours outside its steps: start-up before the first, tear-down after the last",
+    "scaling_models": "Scaling models: each part's mean time vs nodes, the form chosen by cross-validation",
     "table1": "Table 1: the selected one-node configuration and its measured workload",
     "sweep": "One-node sweep: every point, the memory cap and the selected point",
     "invalid_runs": "Runs left out of the tables, with the checks they failed",
@@ -283,6 +286,8 @@ def write_tables(results: StudyResults, reference_nodes: int, output: Path) -> l
         "phase_times": lambda: phase_rows(results),
         "extra_time": lambda: extra_time_rows(results, reference_nodes),
         "engine_fill": lambda: fill_rows(results, reference_nodes),
+        "overhead": lambda: overhead_rows(results),
+        "scaling_models": lambda: model_rows(results),
         "table1": lambda: table1_rows(results),
         "sweep": lambda: sweep_rows(results),
         "invalid_runs": lambda: invalid_rows(results),

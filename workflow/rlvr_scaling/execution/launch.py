@@ -28,6 +28,7 @@ from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes
 from rlvr_scaling.execution.run_directory import RunDirectory
 from rlvr_scaling.execution.run_environment import expanded_environment
 from rlvr_scaling.execution.run_records import job_record, render_command, spec_document
+from rlvr_scaling.execution.step_clock import POLL_SECONDS, StepClock
 from rlvr_scaling.execution.watchdog import Guard
 from rlvr_scaling.inputs.container import module_environment, record_path, require_runtime
 from rlvr_scaling.inputs.container_build import base_changed_since_build
@@ -60,6 +61,26 @@ def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -
             raise StudyError(changed)
 
 
+def wait_watching(process: subprocess.Popen, timeout_s: float | None, clock: StepClock | None) -> int:
+    """process.wait(timeout_s), stamping the steps as they are logged (verl's file logger writes no
+    time; start-up and tear-down are measured from these stamps)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(process.args, timeout_s or 0)
+        try:
+            code = process.wait(timeout=POLL_SECONDS if left is None else min(POLL_SECONDS, left))
+        except subprocess.TimeoutExpired:
+            code = None
+        if clock is not None:
+            # Also once verl has exited: a last step logged within the last second is stamped now,
+            # before the launcher's own tear-down (Ray, processes) is counted as the run's.
+            clock.poll()
+        if code is not None:
+            return code
+
+
 def execute(
     command_file: Path,
     console: Path,
@@ -67,6 +88,7 @@ def execute(
     token: str,
     timeout_s: float | None,
     before: Callable[[], Started | None] | None = None,
+    clock: StepClock | None = None,
 ) -> tuple[int, str]:
     """Run command.sh (after `before()`, e.g. forming the Ray cluster); on any exit, also a signal to
     us, end every process the run started."""
@@ -94,7 +116,7 @@ def execute(
                 ["bash", str(command_file)], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
             try:
-                code = process.wait(timeout=timeout_s)
+                code = wait_watching(process, timeout_s, clock)
                 status = "succeeded" if code == 0 else "failed"
             except subprocess.TimeoutExpired:
                 code, status = -1, "timed out"
@@ -160,9 +182,12 @@ def _run_in(
         return started
 
     began = time.monotonic()
-    code, exit_status = execute(command_file, directory.path("console.log"), env, directory.token, timeout_s, before)
+    clock = StepClock(directory.path("metrics.jsonl"))
+    console = directory.path("console.log")
+    code, exit_status = execute(command_file, console, env, directory.token, timeout_s, before, clock)
     outcome = judge(directory.staging, run.series, exit_status, run.steps)
     job.update(end=now(), seconds=round(time.monotonic() - began, 1), exit_status=code, status=outcome.status)
+    job.update(step_clock=clock.record())
     job.update(problems=outcome.problems, memory_evidence=outcome.memory_evidence)
     directory.write_json("job.json", job)
     if outcome.lands_in_runs:

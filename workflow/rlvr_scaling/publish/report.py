@@ -7,10 +7,19 @@ import os
 from pathlib import Path
 
 from rlvr_scaling.analysis.engine_fill import fill_findings
+from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
 from rlvr_scaling.analysis.tables import TABLES
 from rlvr_scaling.study.sections import StudyConfig
+
+
+def findings(study: StudyConfig, results: StudyResults) -> list[str]:
+    """What the study had to explain by eye, in sentences made from the numbers."""
+    lines = ["## Strong scaling: under-filled generation engines", ""]
+    lines += [f"- {finding}" for finding in fill_findings(results, study.scaling.strong_reference_nodes)]
+    overhead = overhead_finding(overhead_rows(results), len(results.summaries))
+    return [*lines, "", "## Outside the steps", "", overhead]
 
 
 def render_report(study: StudyConfig, results: StudyResults, tables: Path, figures: Path, output: Path) -> str:
@@ -41,9 +50,7 @@ def render_report(study: StudyConfig, results: StudyResults, tables: Path, figur
             lines.append(f"- **{index.dataset}**: {selection['reason']}.")
         elif selection:
             lines.append(f"- **{index.dataset}**: pinned to {selection.get('prompts')} prompts per node in the config.")
-    lines += ["", "## Strong scaling: under-filled generation engines", ""]
-    lines += [f"- {finding}" for finding in fill_findings(results, study.scaling.strong_reference_nodes)]
-    lines += ["", "## Tables", ""]
+    lines += ["", *findings(study, results), "", "## Tables", ""]
     for name in TABLES:
         path = tables / f"{name}.md"
         if path.exists():

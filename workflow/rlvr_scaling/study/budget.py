@@ -20,7 +20,9 @@ SHOWN_RUNS = 8
 @dataclass(frozen=True)
 class Cost:
     budget: float | None
-    spent: float  # node-hours of the runs done, as measured (job start to end x nodes)
+    # Node-hours of the runs done and of the failed attempts, as measured: the launcher's start to the
+    # run's end, times its nodes (the allocation began a little earlier: Slurm bills a few seconds more).
+    spent: float
     to_run: list[Run]  # planned and not done, by estimated cost, the largest first
 
     @property
@@ -46,8 +48,14 @@ def measured_node_hours(run_dir: Path) -> float | None:
         return None
 
 
+def failed_attempts_cost(root: Path) -> float:
+    """What the attempts filed under results/failed/<run>/<stamp>/ cost: paid for, if no result."""
+    attempts = (paths.results_dir(root) / "failed").glob("*/*/job.json")
+    return sum(measured_node_hours(job.parent) or 0.0 for job in attempts)
+
+
 def study_cost(study: Study, plan: list[PlannedRun], root: Path) -> Cost:
-    spent, to_run = 0.0, []
+    spent, to_run = failed_attempts_cost(root), []
     for run in known_runs(plan):
         measured = measured_node_hours(paths.run_dir(root, run.run_id))
         if measured is None:
@@ -74,7 +82,10 @@ def check_budget(study: Study, plan: list[PlannedRun], root: Path) -> None:
     # With every run done nothing is submitted, whatever they cost: a finished study stays usable.
     if not cost.over or not cost.to_run:
         return
-    shown = "; ".join(f"{run.run_id} ({run.nodes} nodes) {run.node_hours:.2f}" for run in cost.to_run[:SHOWN_RUNS])
+    shown = "; ".join(
+        f"{run.run_id} ({run.nodes} node{'' if run.nodes == 1 else 's'}) {run.node_hours:.2f}"
+        for run in cost.to_run[:SHOWN_RUNS]
+    )
     more = f"; and {len(cost.to_run) - SHOWN_RUNS} more" if len(cost.to_run) > SHOWN_RUNS else ""
     raise StudyError(
         f"budget.node_hours is {cost.budget:g}, but the study needs {cost.total:.2f} node-hours: "
