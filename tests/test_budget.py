@@ -54,7 +54,7 @@ def test_a_finished_run_counts_what_it_measured_not_its_estimate(tmp_path: Path)
     attempt = {"nodes": 4, "start": "2026-11-30T11:00:00+00:00", "end": "2026-11-30T11:15:00+00:00"}
     (failed / "job.json").write_text(json.dumps(attempt))
     cost = study_cost(study, plan, tmp_path)
-    assert cost.spent == pytest.approx(1.5 + 1.0) and done not in cost.to_run
+    assert cost.spent == pytest.approx(1.5 + 1.0) and done not in [run for run, _ in cost.to_run]
     assert cost.total == pytest.approx(sum(r.node_hours for r in known_runs(plan)) - done.node_hours + 2.5)
 
 

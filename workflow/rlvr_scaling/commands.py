@@ -31,7 +31,7 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection_io import current_plan
-    from rlvr_scaling.study.budget import budget_line, study_cost
+    from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
     from rlvr_scaling.study.plan_view import plan_table, results_line, site_note
 
     study = _load(args)
@@ -42,7 +42,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 0
     plan = current_plan(study, Path(args.root))
     if not args.json:
-        sys.stdout.write(plan_table(study, plan))
+        sys.stdout.write(plan_table(study, plan, *cost_function(study, plan, Path(args.root))))
         print(budget_line(study_cost(study, plan, Path(args.root))))
         print(results_line(study, Path(args.root)))
         return 0

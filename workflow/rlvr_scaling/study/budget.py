@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +24,12 @@ class Cost:
     # Node-hours of the runs done and of the failed attempts, as measured: the launcher's start to the
     # run's end, times its nodes (the allocation began a little earlier: Slurm bills a few seconds more).
     spent: float
-    to_run: list[Run]  # planned and not done, by estimated cost, the largest first
+    to_run: list[tuple[Run, float]]  # planned and not done, with their cost, the largest first
+    basis: str  # what the planned costs come from
 
     @property
     def planned(self) -> float:
-        return sum(run.node_hours for run in self.to_run)
+        return sum(cost for _, cost in self.to_run)
 
     @property
     def total(self) -> float:
@@ -54,16 +56,35 @@ def failed_attempts_cost(root: Path) -> float:
     return sum(measured_node_hours(job.parent) or 0.0 for job in attempts)
 
 
+def cost_function(study: Study, plan: list[PlannedRun], root: Path) -> tuple[Callable[[Run], float], str]:
+    """A run's node-hours: calibrated by the sweep points measured (analysis.calibration) where its
+    dataset has any, else the site's estimate; and a phrase saying which."""
+    from rlvr_scaling.analysis.calibration import calibrate
+
+    calibration = calibrate(study, plan, root)
+
+    def cost_of(run: Run) -> float:
+        calibrated = calibration.node_hours(study, run)
+        return run.node_hours if calibrated is None else calibrated
+
+    if not calibration.points:
+        return cost_of, " (the site's estimate: no sweep point measured yet)"
+    points = ", ".join(f"{d} {n}" for d, n in calibration.points.items())
+    startup = "measured" if calibration.startup_s is not None else "estimated"
+    return cost_of, f" (calibrated by the sweep points measured: {points}; start-up {startup})"
+
+
 def study_cost(study: Study, plan: list[PlannedRun], root: Path) -> Cost:
+    cost_of, basis = cost_function(study, plan, root)
     spent, to_run = failed_attempts_cost(root), []
     for run in known_runs(plan):
         measured = measured_node_hours(paths.run_dir(root, run.run_id))
         if measured is None:
-            to_run.append(run)
+            to_run.append((run, cost_of(run)))
         else:
             spent += measured
-    to_run.sort(key=lambda run: (-run.node_hours, run.run_id))
-    return Cost(study.config.budget.node_hours, spent, to_run)
+    to_run.sort(key=lambda item: (-item[1], item[0].run_id))
+    return Cost(study.config.budget.node_hours, spent, to_run, basis)
 
 
 def budget_line(cost: Cost) -> str:
@@ -72,7 +93,7 @@ def budget_line(cost: Cost) -> str:
     state = "OVER the budget: nothing more is submitted" if cost.over else "within the budget"
     return (
         f"Budget: {cost.budget:g} node-hours; spent {cost.spent:.1f} (measured), planned {cost.planned:.1f} "
-        f"(estimated, {len(cost.to_run)} runs): {cost.total:.1f}, {state}."
+        f"({len(cost.to_run)} runs{cost.basis}): {cost.total:.1f}, {state}."
     )
 
 
@@ -83,13 +104,13 @@ def check_budget(study: Study, plan: list[PlannedRun], root: Path) -> None:
     if not cost.over or not cost.to_run:
         return
     shown = "; ".join(
-        f"{run.run_id} ({run.nodes} node{'' if run.nodes == 1 else 's'}) {run.node_hours:.2f}"
-        for run in cost.to_run[:SHOWN_RUNS]
+        f"{run.run_id} ({run.nodes} node{'' if run.nodes == 1 else 's'}) {hours:.2f}"
+        for run, hours in cost.to_run[:SHOWN_RUNS]
     )
     more = f"; and {len(cost.to_run) - SHOWN_RUNS} more" if len(cost.to_run) > SHOWN_RUNS else ""
     raise StudyError(
         f"budget.node_hours is {cost.budget:g}, but the study needs {cost.total:.2f} node-hours: "
-        f"{cost.spent:.2f} spent by the runs done and {cost.planned:.2f} estimated for the {len(cost.to_run)} runs "
-        f"not done ({shown}{more}). Nothing more is submitted: raise the budget, or plan fewer or shorter runs "
-        "(`rlvr-scaling plan` shows each run's cost)"
+        f"{cost.spent:.2f} spent by the runs done and {cost.planned:.2f} planned for the {len(cost.to_run)} runs "
+        f"not done{cost.basis}: {shown}{more}. Nothing more is submitted: raise the budget, or plan fewer or "
+        "shorter runs (`rlvr-scaling plan` shows each run's cost)"
     )

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.execution.storage import results_location
 from rlvr_scaling.study.config import Study
-from rlvr_scaling.study.plan import PendingRun, PlannedRun, known_runs
+from rlvr_scaling.study.plan import PendingRun, PlannedRun, Run, known_runs
+
+CostOf = Callable[[Run], float]
 
 
-def _row(run: PlannedRun) -> list[str]:
+def _row(run: PlannedRun, cost_of: CostOf) -> list[str]:
     shared = [str(run.max_response_length), str(run.steps)]
     if isinstance(run, PendingRun):
         head = ["(pending)", "+".join(run.series), str(run.nodes), str(run.nodes * run.gpus_per_node), "sel x ?"]
-        return [*head, "-", "-", *shared, "-", "-"]
+        return [*head, "-", "-", *shared, "-", "-", "-"]
     return [
         run.run_id,
         "+".join(run.series),
@@ -26,13 +29,25 @@ def _row(run: PlannedRun) -> list[str]:
         f"{run.trajectories_per_engine:g}",
         *shared,
         f"{run.resources['runtime']}m",
-        f"{run.node_hours:.2f}",
+        f"{cost_of(run):.2f}",
+        f"{cost_of(run) * run.gpus_per_node:.1f}",
     ]
 
 
-def plan_table(study: Study, plan: list[PlannedRun]) -> str:
+def series_totals(plan: list[PlannedRun], cost_of: CostOf) -> str:
+    """Node-hours per series; a run in two series (the 4-node weak and strong run) counts in each."""
+    runs = known_runs(plan)
+    totals = {s: sum(cost_of(r) for r in runs if s in r.series) for s in ("sweep", "weak", "strong")}
+    return ", ".join(f"{series} {total:.1f}" for series, total in totals.items() if total)
+
+
+def plan_table(study: Study, plan: list[PlannedRun], cost_of: CostOf | None = None, basis: str = "") -> str:
+    """`cost_of`: a run's node-hours (default: the site's estimate, `Run.node_hours`); `basis` says
+    what they come from."""
+    cost_of = cost_of or (lambda run: run.node_hours)
     header = ["run_id", "series", "nodes", "gpus", "prompts", "traj", "traj/engine", "cap", "steps", "time", "node-h"]
-    rows = [_row(run) for run in plan]
+    header.append("gpu-h")
+    rows = [_row(run, cost_of) for run in plan]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     pending = [run for run in plan if isinstance(run, PendingRun)]
     lines = [
@@ -41,8 +56,12 @@ def plan_table(study: Study, plan: list[PlannedRun]) -> str:
         "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    known = [r.node_hours for r in known_runs(plan)]
-    lines.append(f"Estimated total: {sum(known):.1f} node-hours over the runs whose workload is known.")
+    known = [cost_of(r) for r in known_runs(plan)]
+    gpus = sum(cost_of(r) * r.gpus_per_node for r in known_runs(plan))
+    lines.append(
+        f"Estimated total: {sum(known):.1f} node-hours ({gpus:.0f} GPU-hours) over the runs whose workload is "
+        f"known{basis}; by series: {series_totals(plan, cost_of) or 'none'}."
+    )
     lines += [f"  pending {r.dataset} {'+'.join(r.series)} n{r.nodes}: {r.pending}" for r in pending]
     lines += site_replacements(study)
     return "\n".join(lines) + "\n"

@@ -1,0 +1,55 @@
+"""The cost of the runs not yet made, calibrated by the sweep points measured: the line of step
+time on trajectories per engine, the measured start-up, and what plan and the budget then say."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rlvr_scaling import cli
+from rlvr_scaling.analysis.calibration import calibrate
+from rlvr_scaling.study.budget import cost_function
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan, known_runs
+
+from .study_runs import STUDY_SETS, fabricate_study, study_args
+
+
+def test_before_any_sweep_point_the_site_estimate_stands(tmp_path: Path) -> None:
+    study = load_study(site="lumi", sets=STUDY_SETS)
+    plan = build_plan(study, root=tmp_path)
+    cost_of, basis = cost_function(study, plan, tmp_path)
+    assert all(cost_of(run) == run.node_hours for run in known_runs(plan))
+    assert "the site's estimate" in basis
+
+
+def test_measured_sweep_points_price_the_runs_by_their_line(tmp_path: Path) -> None:
+    made = fabricate_study(tmp_path)
+    study, plan = made.study, build_plan(made.study, {"gsm8k": 100}, tmp_path)
+    # By hand: the valid GSM8K sweep points (200 prompts ran out of memory), step time on
+    # trajectories per engine, least squares.
+    points = [r for r in made.sweep("gsm8k") if not r.failed]
+    x = [r.run.trajectories_per_engine for r in points]
+    y = [statistics.fmean(s["timing_s/step"] for s in r.steps if s["step"] > 1) for r in points]
+    slope, intercept = np.polyfit(x, y, 1)
+    calibration = calibrate(study, plan, tmp_path)
+    assert calibration.step_lines["gsm8k"] == pytest.approx((intercept, slope))
+    assert calibration.points == {"gsm8k": len(points)} and calibration.startup_s is None
+    run = next(r for r in known_runs(plan) if r.dataset == "gsm8k" and r.nodes == 8 and "weak" in r.series)
+    estimate = study.config.estimate
+    startup = 60 * (estimate.startup_minutes + estimate.startup_minutes_per_doubling * math.log2(8))
+    expected = 8 * (startup + run.steps * (intercept + slope * run.trajectories_per_engine)) / 3600
+    assert calibration.node_hours(study, run) == pytest.approx(expected)
+    # DAPO is pinned: no sweep point, so the site's estimate stands for its runs.
+    dapo = next(r for r in known_runs(plan) if r.dataset == "dapo_math")
+    assert calibration.node_hours(study, dapo) is None
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["plan", *study_args(STUDY_SETS, tmp_path)]) == 0
+    assert "calibrated by the sweep points measured: gsm8k 4; start-up estimated" in out.getvalue()
+    assert "gpu-h" in out.getvalue().splitlines()[1]

@@ -1,0 +1,78 @@
+"""The cost of the runs not yet made, calibrated by what was measured: per dataset, step time as a
+line in the trajectories per engine, fitted to the one-node sweep points measured, plus the start-up
+the runs measured (analysis.overhead). Until sweep points are measured, the site's estimate stands."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rlvr_scaling import paths
+from rlvr_scaling.analysis.models import RunSummary
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.plan import PlannedRun, Run, known_runs
+
+
+@dataclass(frozen=True)
+class Calibration:
+    step_lines: dict[str, tuple[float, float]]  # dataset: (seconds, seconds per trajectory per engine)
+    points: dict[str, int]  # dataset: sweep points fitted
+    startup_s: float | None  # the runs' measured start-up on one node (the line's value at N = 1)
+    # Seconds more per doubling of nodes, measured where runs of two node counts or more recorded
+    # their start-up; None: the estimate's startup_minutes_per_doubling.
+    startup_per_doubling_s: float | None = None
+    teardown_s: float = 0.0  # the runs' measured median tear-down (not in the site's estimate)
+
+    def node_hours(self, study: Study, run: Run) -> float | None:
+        """The run's node-hours by the measured line and start-up; None for a dataset not measured."""
+        if run.dataset not in self.step_lines:
+            return None
+        fixed, per_trajectory = self.step_lines[run.dataset]
+        step_s = max(0.0, fixed + per_trajectory * run.trajectories_per_engine)
+        estimate = study.config.estimate
+        startup = self.startup_s if self.startup_s is not None else 60 * estimate.startup_minutes
+        growth = self.startup_per_doubling_s
+        startup += (60 * estimate.startup_minutes_per_doubling if growth is None else growth) * math.log2(run.nodes)
+        return run.nodes * (startup + run.steps * step_s + self.teardown_s) / 3600
+
+
+def _summaries(root: Path, runs: list[Run]) -> list[RunSummary]:
+    found = []
+    for run in runs:
+        path = paths.results_dir(root) / "summaries" / f"{run.run_id}.json"
+        if path.exists():
+            summary = RunSummary.from_json(json.loads(path.read_text()))
+            if summary.valid:
+                found.append(summary)
+    return found
+
+
+def step_line(points: list[RunSummary]) -> tuple[float, float]:
+    """Least squares of step time on trajectories per engine; one point: through the origin."""
+    x = [s.trajectories_per_engine for s in points]
+    y = [s.measured.step_time_s.mean for s in points]
+    if len(set(x)) < 2:
+        return 0.0, y[0] / x[0]
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(intercept), float(slope)
+
+
+def calibrate(study: Study, plan: list[PlannedRun], root: Path) -> Calibration:
+    runs = known_runs(plan)
+    lines, counts = {}, {}
+    for dataset in study.datasets:
+        sweep = _summaries(root, [r for r in runs if r.dataset == dataset and "sweep" in r.series])
+        if sweep:
+            lines[dataset], counts[dataset] = step_line(sweep), len(sweep)
+    measured = [s for s in _summaries(root, runs) if s.overhead]
+    teardown = statistics.median(s.overhead["teardown_s"] for s in measured) if measured else 0.0
+    startups = [(s.nodes, s.overhead["startup_s"]) for s in measured]
+    if len({nodes for nodes, _ in startups}) >= 2:
+        per_doubling, at_one = np.polyfit([math.log2(n) for n, _ in startups], [s for _, s in startups], 1)
+        return Calibration(lines, counts, float(at_one), float(per_doubling), teardown)
+    return Calibration(lines, counts, statistics.median(s for _, s in startups) if startups else None, None, teardown)
