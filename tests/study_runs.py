@@ -290,7 +290,7 @@ class PublishedStudy:
 
 def publish_study(root: Path) -> PublishedStudy:
     from rlvr_scaling.analysis.figures import write_figures
-    from rlvr_scaling.analysis.tables import write_tables
+    from rlvr_scaling.analysis.table_files import write_tables
     from rlvr_scaling.publish.report import render_report
 
     study = fabricate_study(root)

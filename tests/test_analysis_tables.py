@@ -20,6 +20,7 @@ import pytest
 from rlvr_scaling.analysis import stats, summary
 from rlvr_scaling.analysis.engine_fill import fill_rows
 from rlvr_scaling.analysis.summary import failed_summary, summarize_run
+from rlvr_scaling.analysis.table_files import write_tables
 from rlvr_scaling.analysis.tables import (
     extra_time_rows,
     invalid_rows,
@@ -28,7 +29,6 @@ from rlvr_scaling.analysis.tables import (
     sweep_rows,
     table1_rows,
     weak_rows,
-    write_tables,
 )
 
 from .study_runs import PUBLISHED, FabricatedRun, FabricatedStudy, fabricate_study

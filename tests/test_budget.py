@@ -99,3 +99,13 @@ def test_a_finished_study_over_its_budget_is_still_usable(tmp_path: Path) -> Non
         (run_dir / "job.json").write_text(json.dumps(job))
     assert study_cost(_study(1), plan, tmp_path).over
     check_budget(_study(1), plan, tmp_path)
+
+
+def test_without_a_budget_nothing_is_priced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every Snakemake start checks the budget: with none set, it must not read the summaries.
+    def priced(*_: object) -> None:
+        raise AssertionError("the study was priced with no budget set")
+
+    monkeypatch.setattr("rlvr_scaling.study.budget.study_cost", priced)
+    study = _study(None)
+    check_budget(study, build_plan(study, root=tmp_path), tmp_path)

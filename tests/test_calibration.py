@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import statistics
 from pathlib import Path
 
 import numpy as np
 import pytest
-from rlvr_scaling import cli
+from rlvr_scaling import cli, paths
 from rlvr_scaling.analysis.calibration import calibrate
 from rlvr_scaling.study.budget import cost_function
 from rlvr_scaling.study.config import load_study
@@ -53,3 +54,18 @@ def test_measured_sweep_points_price_the_runs_by_their_line(tmp_path: Path) -> N
         assert cli.main(["plan", *study_args(STUDY_SETS, tmp_path)]) == 0
     assert "calibrated by the sweep points measured: gsm8k 4; start-up estimated" in out.getvalue()
     assert "gpu-h" in out.getvalue().splitlines()[1]
+
+
+def test_plan_shows_what_a_run_done_measured(tmp_path: Path) -> None:
+    study = load_study(site="lumi", sets=STUDY_SETS)
+    done = next(r for r in known_runs(build_plan(study, root=tmp_path)) if r.nodes == 2)
+    run_dir = paths.run_dir(tmp_path, done.run_id)
+    run_dir.mkdir(parents=True)
+    job = {"nodes": 2, "start": "2026-11-30T10:00:00+00:00", "end": "2026-11-30T10:06:00+00:00"}
+    (run_dir / "job.json").write_text(json.dumps(job))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["plan", *study_args(STUDY_SETS, tmp_path)]) == 0
+    row = next(line.split() for line in out.getvalue().splitlines() if line.startswith(done.run_id))
+    assert row[-2:] == ["0.20", f"{0.2 * done.gpus_per_node:.1f}"]  # 2 nodes for 6 minutes
+    assert "the 1 done as measured" in out.getvalue()

@@ -156,7 +156,7 @@ def test_the_values_the_site_replaced_are_listed_and_removed_datasets_stay_remov
     replaced = {r.key: (r.yours, r.site) for r in study.site_replaced}
     assert replaced["algorithm.steps"] == (7, 11)
     assert not any(key.startswith("datasets.dapo_math") for key in replaced)
-    table = plan_table(study, build_plan(study, {}, tmp_path))
+    table = plan_table(study, build_plan(study, {}, tmp_path), tmp_path)
     assert re.search(r"^  algorithm\.steps\s+7 -> 11$", table, re.M), table
     assert "--set key=value" in table
     # What the user sets explicitly wins and is not reported as replaced.

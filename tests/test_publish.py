@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.analysis.engine_fill import fill_finding, fill_rows
 from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
-from rlvr_scaling.analysis.tables import TABLES
+from rlvr_scaling.analysis.table_files import TABLES
 
 from .study_runs import FabricatedStudy, publish_study
 

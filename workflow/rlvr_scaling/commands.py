@@ -42,7 +42,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 0
     plan = current_plan(study, Path(args.root))
     if not args.json:
-        sys.stdout.write(plan_table(study, plan, *cost_function(study, plan, Path(args.root))))
+        sys.stdout.write(plan_table(study, plan, Path(args.root), *cost_function(study, plan, Path(args.root))))
         print(budget_line(study_cost(study, plan, Path(args.root))))
         print(results_line(study, Path(args.root)))
         return 0
@@ -132,7 +132,7 @@ def _results(args: argparse.Namespace):
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.tables import write_tables
+    from rlvr_scaling.analysis.table_files import write_tables
 
     study = _load(args)
     written = write_tables(_results(args), study.config.scaling.strong_reference_nodes, _at_root(args, args.output))

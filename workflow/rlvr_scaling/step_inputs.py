@@ -33,7 +33,7 @@ STEP_MODULES = {
     "summary": "analysis.summary",
     "selection": "analysis.selection",
     "index": "analysis.results_io",
-    "tables": "analysis.tables",
+    "tables": "analysis.table_files",
     "figures": "analysis.figures",
     "report": "publish.report",
     "bundle": "publish.bundle",

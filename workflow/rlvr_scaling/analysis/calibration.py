@@ -28,17 +28,22 @@ class Calibration:
     startup_per_doubling_s: float | None = None
     teardown_s: float = 0.0  # the runs' measured median tear-down (not in the site's estimate)
 
+    def outside_steps_s(self, study: Study, nodes: int) -> float:
+        """Seconds a run on `nodes` spends outside its steps: the start-up, measured where runs
+        recorded it (else the site's estimate), growing per doubling of nodes, and the tear-down."""
+        estimate = study.config.estimate
+        startup = self.startup_s if self.startup_s is not None else 60 * estimate.startup_minutes
+        growth = self.startup_per_doubling_s
+        startup += (60 * estimate.startup_minutes_per_doubling if growth is None else growth) * math.log2(nodes)
+        return startup + self.teardown_s
+
     def node_hours(self, study: Study, run: Run) -> float | None:
         """The run's node-hours by the measured line and start-up; None for a dataset not measured."""
         if run.dataset not in self.step_lines:
             return None
         fixed, per_trajectory = self.step_lines[run.dataset]
         step_s = max(0.0, fixed + per_trajectory * run.trajectories_per_engine)
-        estimate = study.config.estimate
-        startup = self.startup_s if self.startup_s is not None else 60 * estimate.startup_minutes
-        growth = self.startup_per_doubling_s
-        startup += (60 * estimate.startup_minutes_per_doubling if growth is None else growth) * math.log2(run.nodes)
-        return run.nodes * (startup + run.steps * step_s + self.teardown_s) / 3600
+        return run.nodes * (self.outside_steps_s(study, run.nodes) + run.steps * step_s) / 3600
 
 
 def _summaries(root: Path, runs: list[Run]) -> list[RunSummary]:

@@ -4,7 +4,6 @@ what they predict at node counts not measured: step time, efficiency and node-ho
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from rlvr_scaling.analysis.metrics import PHASES
@@ -65,10 +64,10 @@ def efficiency(series: str, time_n: float, nodes: int, base_time: float, base_no
 
 
 def predictions(
-    results: StudyResults, nodes: list[int], reference_nodes: int, steps: int, startup_s: dict[int, float]
+    results: StudyResults, nodes: list[int], reference_nodes: int, steps: int, outside_s: dict[int, float]
 ) -> list[dict[str, Any]]:
     """Step time (with its 95% prediction interval), efficiency and node-hours of each series at
-    `nodes`; `startup_s` per node count, the start-up a run of that size is expected to take."""
+    `nodes`; `outside_s` per node count, the time a run of that size is expected to spend outside its steps."""
     rows = []
     for dataset in results.datasets():
         for series, base_nodes in (("weak", 1), ("strong", reference_nodes)):
@@ -89,13 +88,7 @@ def predictions(
                         "step_time_low_s": low,
                         "step_time_high_s": high,
                         "efficiency": efficiency(series, time_n, n, part_time(base, "step"), base_nodes),
-                        "node_hours": n * (startup_s.get(n, 0.0) + steps * time_n) / 3600,
+                        "node_hours": n * (outside_s.get(n, 0.0) + steps * time_n) / 3600,
                     }
                 )
     return rows
-
-
-def measured_startup(results: StudyResults) -> float | None:
-    """The median start-up the runs measured (analysis.overhead), if any did."""
-    values = [s.overhead["startup_s"] for s in results.summaries.values() if s.overhead]
-    return statistics.median(values) if values else None

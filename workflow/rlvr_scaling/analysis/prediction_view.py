@@ -4,12 +4,13 @@ run of the study's steps would cost there."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.phase_models import measured_startup, predictions
+from rlvr_scaling.analysis.calibration import calibrate
+from rlvr_scaling.analysis.phase_models import predictions
 from rlvr_scaling.analysis.results_io import load_results
+from rlvr_scaling.analysis.selection_io import current_plan
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.study.config import Study
 
@@ -24,14 +25,6 @@ def parse_nodes(text: str) -> list[int]:
     return nodes
 
 
-def startup_seconds(study: Study, measured: float | None, nodes: int) -> float:
-    """The runs' measured median start-up if they recorded one, else the study's estimate; both grow
-    by the estimate's minutes per doubling of nodes beyond one."""
-    estimate = study.config.estimate
-    growth = 60 * estimate.startup_minutes_per_doubling * math.log2(nodes)
-    return (measured if measured is not None else 60 * estimate.startup_minutes) + growth
-
-
 def prediction_text(study: Study, root: Path, nodes: list[int]) -> str:
     indexes = [paths.results_dir(root) / "index" / f"{d}.json" for d in study.datasets]
     found = [path for path in indexes if path.exists()]
@@ -41,10 +34,11 @@ def prediction_text(study: Study, root: Path, nodes: list[int]) -> str:
             "study (its sweep and scaling runs) first"
         )
     results = load_results(found, root)
-    measured = measured_startup(results)
-    startup = {n: startup_seconds(study, measured, n) for n in nodes}
+    # Priced as `plan` and the budget price a run not yet made (analysis.calibration).
+    calibration = calibrate(study, current_plan(study, root), root)
+    outside = {n: calibration.outside_steps_s(study, n) for n in nodes}
     rows = predictions(
-        results, nodes, study.config.scaling.strong_reference_nodes, study.config.algorithm.steps, startup
+        results, nodes, study.config.scaling.strong_reference_nodes, study.config.algorithm.steps, outside
     )
     lines = [
         f"Predicted from the measured series of study {study.name} on site '{study.site_name}' "
@@ -57,10 +51,12 @@ def prediction_text(study: Study, root: Path, nodes: list[int]) -> str:
             f"{r['dataset']:<12}{r['series']:<8}{r['nodes']:>6}  {interval:<28}{r['efficiency']:>11.2f}"
             f"{r['node_hours']:>9.2f}  {r['form']}"
         )
-    source = f"the runs' measured median {measured:.0f} s" if measured is not None else "the study's estimate"
+    measured = calibration.startup_s is not None
+    growth = "measured" if calibration.startup_per_doubling_s is not None else "estimate.startup_minutes_per_doubling"
     lines.append(
-        f"Node-hours: {study.config.algorithm.steps} steps plus a start-up of {source}, growing by "
-        f"estimate.startup_minutes_per_doubling per doubling of nodes."
+        f"Node-hours: {study.config.algorithm.steps} steps, plus a start-up "
+        f"{'as the runs measured it' if measured else 'by the estimate (estimate.startup_minutes)'} growing per "
+        f"doubling of nodes ({growth}), plus the measured tear-down ({calibration.teardown_s:.0f} s)."
     )
     if not rows:
         lines.append("No series has enough measured node counts for a model (three are needed).")

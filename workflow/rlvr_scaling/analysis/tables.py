@@ -1,21 +1,17 @@
-"""The study's tables (CSV, Markdown, LaTeX) from the run summaries.
+"""The rows of the study's tables, from the run summaries (written by analysis.table_files).
 
 Every row carries the run ids it was computed from, so each cell traces back to its runs.
 """
 
 from __future__ import annotations
 
-import csv
 import math
-from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.analysis import scaling
-from rlvr_scaling.analysis.engine_fill import fill_rows, under_filled
+from rlvr_scaling.analysis.engine_fill import under_filled
 from rlvr_scaling.analysis.metrics import PHASES, throughput_per_gpu
 from rlvr_scaling.analysis.models import RunSummary
-from rlvr_scaling.analysis.overhead import overhead_rows
-from rlvr_scaling.analysis.phase_models import model_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import bootstrap_ci, row_mean_ratio
 
@@ -224,75 +220,3 @@ def invalid_rows(results: StudyResults) -> list[dict[str, Any]]:
         }
         for s in results.invalid()
     ]
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    return "" if value is None else str(value)
-
-
-def _latex_escape(text: str) -> str:
-    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
-        text = text.replace(char, escaped)
-    return text
-
-
-def write_table(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path]:
-    """The same rows as CSV, Markdown and LaTeX; an empty table still gets its header line."""
-    columns = list(rows[0]) if rows else ["(no rows)"]
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path, tex_path = stem.with_suffix(".csv"), stem.with_suffix(".md"), stem.with_suffix(".tex")
-    with open(csv_path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = [f"**{title}**", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
-    md_path.write_text("\n".join(lines) + "\n")
-    tex = [
-        r"\begin{table}[ht]",
-        r"\centering",
-        rf"\caption{{{_latex_escape(title)}}}",
-        r"\begin{tabular}{" + "l" * len(columns) + "}",
-        r"\hline",
-        " & ".join(_latex_escape(c) for c in columns) + r" \\",
-        r"\hline",
-    ]
-    tex += [" & ".join(_latex_escape(_cell(r.get(c))) for c in columns) + r" \\" for r in rows]
-    tex += [r"\hline", r"\end{tabular}", r"\end{table}"]
-    tex_path.write_text("\n".join(tex) + "\n")
-    return [csv_path, md_path, tex_path]
-
-
-TABLES = {
-    "weak_scaling": "Weak scaling: throughput per GPU and efficiency relative to one node",
-    "strong_scaling": "Strong scaling: step time, speedup and efficiency relative to the reference node count",
-    "phase_times": "Phase times per run (mean and sample std over measured steps)",
-    "extra_time": "Extra step time over ideal scaling, by phase, and each phase's share",
-    "engine_fill": "Strong scaling: trajectories per generation engine against the one-node saturation point",
-    "overhead": "Each run's time and node-hours outside its steps: start-up before the first, tear-down after the last",
-    "scaling_models": "Scaling models: each part's mean time vs nodes, the form chosen by cross-validation",
-    "table1": "Table 1: the selected one-node configuration and its measured workload",
-    "sweep": "One-node sweep: every point, the memory cap and the selected point",
-    "invalid_runs": "Runs left out of the tables, with the checks they failed",
-}
-
-
-def write_tables(results: StudyResults, reference_nodes: int, output: Path) -> list[Path]:
-    builders = {
-        "weak_scaling": lambda: weak_rows(results),
-        "strong_scaling": lambda: strong_rows(results, reference_nodes),
-        "phase_times": lambda: phase_rows(results),
-        "extra_time": lambda: extra_time_rows(results, reference_nodes),
-        "engine_fill": lambda: fill_rows(results, reference_nodes),
-        "overhead": lambda: overhead_rows(results),
-        "scaling_models": lambda: model_rows(results),
-        "table1": lambda: table1_rows(results),
-        "sweep": lambda: sweep_rows(results),
-        "invalid_runs": lambda: invalid_rows(results),
-    }
-    written = []
-    for name, build in builders.items():
-        written += write_table(build(), output / name, TABLES[name])
-    return written

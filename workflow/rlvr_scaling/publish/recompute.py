@@ -14,7 +14,7 @@ from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults, one_image
 from rlvr_scaling.analysis.selection import select
 from rlvr_scaling.analysis.summary import summarize_run
-from rlvr_scaling.analysis.tables import TABLES, write_tables
+from rlvr_scaling.analysis.table_files import TABLES, write_tables
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.publish.compare import as_read, compare_table, described, differences
 from rlvr_scaling.publish.report import render_report

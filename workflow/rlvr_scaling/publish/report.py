@@ -10,7 +10,7 @@ from rlvr_scaling.analysis.engine_fill import fill_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
-from rlvr_scaling.analysis.tables import TABLES
+from rlvr_scaling.analysis.table_files import TABLES
 from rlvr_scaling.study.sections import StudyConfig
 
 

@@ -57,13 +57,17 @@ def failed_attempts_cost(root: Path) -> float:
 
 
 def cost_function(study: Study, plan: list[PlannedRun], root: Path) -> tuple[Callable[[Run], float], str]:
-    """A run's node-hours: calibrated by the sweep points measured (analysis.calibration) where its
-    dataset has any, else the site's estimate; and a phrase saying which."""
+    """A run's node-hours: measured for a run done; else calibrated by the sweep points measured
+    (analysis.calibration) where its dataset has any, else the site's estimate; and a phrase saying
+    which, for the runs not done."""
     from rlvr_scaling.analysis.calibration import calibrate
 
     calibration = calibrate(study, plan, root)
 
     def cost_of(run: Run) -> float:
+        measured = measured_node_hours(paths.run_dir(root, run.run_id))
+        if measured is not None:
+            return measured
         calibrated = calibration.node_hours(study, run)
         return run.node_hours if calibrated is None else calibrated
 
@@ -99,6 +103,9 @@ def budget_line(cost: Cost) -> str:
 
 def check_budget(study: Study, plan: list[PlannedRun], root: Path) -> None:
     """Raises, naming the costliest runs not yet done, when the study would go over its budget."""
+    # Every Snakemake start asks: without a budget, pricing (which reads every summary) is not done.
+    if study.config.budget.node_hours is None:
+        return
     cost = study_cost(study, plan, root)
     # With every run done nothing is submitted, whatever they cost: a finished study stays usable.
     if not cost.over or not cost.to_run:

@@ -8,6 +8,7 @@ from pathlib import Path
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.execution.storage import results_location
+from rlvr_scaling.study.budget import measured_node_hours
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PendingRun, PlannedRun, Run, known_runs
 
@@ -41,9 +42,9 @@ def series_totals(plan: list[PlannedRun], cost_of: CostOf) -> str:
     return ", ".join(f"{series} {total:.1f}" for series, total in totals.items() if total)
 
 
-def plan_table(study: Study, plan: list[PlannedRun], cost_of: CostOf | None = None, basis: str = "") -> str:
+def plan_table(study: Study, plan: list[PlannedRun], root: Path, cost_of: CostOf | None = None, basis: str = "") -> str:
     """`cost_of`: a run's node-hours (default: the site's estimate, `Run.node_hours`); `basis` says
-    what they come from."""
+    what those of the runs not done (under `root`) come from."""
     cost_of = cost_of or (lambda run: run.node_hours)
     header = ["run_id", "series", "nodes", "gpus", "prompts", "traj", "traj/engine", "cap", "steps", "time", "node-h"]
     header.append("gpu-h")
@@ -58,9 +59,11 @@ def plan_table(study: Study, plan: list[PlannedRun], cost_of: CostOf | None = No
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     known = [cost_of(r) for r in known_runs(plan)]
     gpus = sum(cost_of(r) * r.gpus_per_node for r in known_runs(plan))
+    done = sum(1 for r in known_runs(plan) if measured_node_hours(paths.run_dir(root, r.run_id)) is not None)
     lines.append(
-        f"Estimated total: {sum(known):.1f} node-hours ({gpus:.0f} GPU-hours) over the runs whose workload is "
-        f"known{basis}; by series: {series_totals(plan, cost_of) or 'none'}."
+        f"Total: {sum(known):.1f} node-hours ({gpus:.0f} GPU-hours) over the runs whose workload is known: "
+        f"the {done} done as measured, the others estimated{basis}; by series: "
+        f"{series_totals(plan, cost_of) or 'none'}."
     )
     lines += [f"  pending {r.dataset} {'+'.join(r.series)} n{r.nodes}: {r.pending}" for r in pending]
     lines += site_replacements(study)
