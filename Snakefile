@@ -38,6 +38,7 @@ localrules:
     dataset,
     model,
     summary,
+    sweep_step,
     selection,
     index,
     tables,

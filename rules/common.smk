@@ -74,8 +74,22 @@ def scaling_run_ids(dataset, series):
     return PLAN.series_run_ids(dataset, selected_prompts(dataset), series)
 
 
+def swept_run_ids(dataset):
+    """The sweep points to run: every one (selection_rule.sweep_order: grid), or in increasing prompts,
+    each once the step after the one before (the checkpoint sweep_step) says the sweep goes on.
+    """
+    ids = PLAN.sweep_run_ids(dataset)
+    if not PLAN.sequential_sweep:
+        return ids
+    for count, run_id in enumerate(ids[:-1], start=1):
+        step = checkpoints.sweep_step.get(dataset=dataset, run_id=run_id).output[0]
+        if not PLAN.sweep_goes_on(step):
+            return ids[:count]
+    return ids
+
+
 def dataset_run_ids(dataset):
-    ids = [] if PLAN.is_pinned(dataset) else PLAN.sweep_run_ids(dataset)
+    ids = [] if PLAN.is_pinned(dataset) else swept_run_ids(dataset)
     for series in ("weak", "strong"):
         ids += scaling_run_ids(dataset, series)
     return sorted(set(ids))

@@ -60,10 +60,31 @@ rule run:
         "{params.cli} launch {params.study} {wildcards.run_id} > {log} 2>&1"
 
 
+# A sequential sweep: after each point, whether the next one runs (analysis.sweep_order).
+checkpoint sweep_step:
+    input:
+        summaries=lambda wc: expand(
+            "results/summaries/{run_id}.json",
+            run_id=PLAN.sweep_run_ids_through(wc.dataset, wc.run_id),
+        ),
+        settings=STEP["selection"]["settings"],
+        code=STEP["selection"]["code"],
+    output:
+        "results/sweep/{dataset}/{run_id}.json",
+    log:
+        "results/logs/sweep/{dataset}/{run_id}.log",
+    params:
+        cli=CLI,
+        study=STUDY_ARGS,
+    shell:
+        "{params.cli} sweep-step {params.study} --dataset {wildcards.dataset} "
+        "--output {output} {input.summaries} > {log} 2>&1"
+
+
 checkpoint selection:
     input:
         summaries=lambda wc: expand(
-            "results/summaries/{run_id}.json", run_id=PLAN.sweep_run_ids(wc.dataset)
+            "results/summaries/{run_id}.json", run_id=swept_run_ids(wc.dataset)
         ),
         settings=STEP["selection"]["settings"],
         code=STEP["selection"]["code"],

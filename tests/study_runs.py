@@ -29,7 +29,9 @@ from rlvr_scaling.study.plan import Run, build_plan, known_runs
 PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.yaml")["selection"]
 # GSM8K stays unpinned so that its sweep is in the plan and the selection is made from it; DAPO is
 # pinned to its published workload, as with config/published-selection.yaml.
-STUDY_SETS = [f"selection.dapo_math={PUBLISHED['dapo_math']}"]
+# The GSM8K sweep is a grid, so that every point is measured, the one that runs out of memory too (a
+# sequential sweep would stop at the 150 prompts over the memory cap: tests/test_sequential_sweep.py).
+STUDY_SETS = [f"selection.dapo_math={PUBLISHED['dapo_math']}", "selection_rule.sweep_order=grid"]
 SITE = "lumi"
 
 PHASE_KEYS = ("gen", "old_log_prob", "update_actor", "update_weights")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from rlvr_scaling import cli, paths
 from rlvr_scaling.analysis.calibration import calibrate
+from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
 from rlvr_scaling.study.budget import cost_function
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
@@ -69,3 +70,30 @@ def test_plan_shows_what_a_run_done_measured(tmp_path: Path) -> None:
     row = next(line.split() for line in out.getvalue().splitlines() if line.startswith(done.run_id))
     assert row[-2:] == ["0.20", f"{0.2 * done.gpus_per_node:.1f}"]  # 2 nodes for 6 minutes
     assert "the 1 done as measured" in out.getvalue()
+
+
+def test_the_cost_table_prices_every_run_from_the_other_runs(tmp_path: Path) -> None:
+    made = fabricate_study(tmp_path)
+    results = made.results
+    # Every run recorded 100 s of start-up and 10 s of tear-down, and ran 50 s more than its steps.
+    for summary in results.summaries.values():
+        steps_s = sum(s["timing_s/step"] for s in summary.steps)
+        summary.overhead = {"startup_s": 100.0, "teardown_s": 10.0, "wall_s": steps_s + 160.0}
+    rows = {r["run_id"]: r for r in cost_rows(results)}
+    point = next(r for r in made.sweep("gsm8k") if r.run.prompts == 50)
+    # By hand: the line through the other valid GSM8K sweep points (200 prompts ran out of memory).
+    others = [r for r in made.sweep("gsm8k") if not r.failed and r.run.prompts != 50]
+    x = [r.run.trajectories_per_engine for r in others]
+    y = [statistics.fmean(s["timing_s/step"] for s in r.steps if s["step"] > 1) for r in others]
+    slope, intercept = np.polyfit(x, y, 1)
+    expected = (110.0 + len(point.steps) * (intercept + slope * point.run.trajectories_per_engine)) / 3600
+    row = rows[point.run.run_id]
+    assert row["calibrated_node_hours"] == pytest.approx(expected)
+    measured = (sum(s["timing_s/step"] for s in point.steps) + 160.0) / 3600
+    assert row["measured_node_hours"] == pytest.approx(measured)
+    assert row["estimated_node_hours"] == pytest.approx(point.run.node_hours)
+    assert row["calibrated_error"] == pytest.approx((expected - measured) / measured)
+    # Every valid run has a row; the report states the totals.
+    assert len(rows) == len([s for s in results.summaries.values() if s.valid])
+    finding = cost_finding(list(rows.values()))
+    assert finding.startswith(f"Over the {len(rows)} runs that recorded their times, the site's estimate predicted ")

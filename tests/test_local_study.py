@@ -202,6 +202,15 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     assert "none is under-filled" in report.split("## Strong scaling: under-filled generation engines")[1]
     assert all(r["under_filled"] == "False" for r in strong)
     assert f"Outside their steps the {len(runs)} runs spent" in report
+    # Every run's cost, predicted (by the estimate, and by the other runs) against measured.
+    cost = read_csv(results / "tables" / "cost.csv")
+    assert {r["run_id"] for r in cost} == set(runs)
+    for row in cost:
+        assert float(row["measured_node_hours"]) > 0 and float(row["estimated_node_hours"]) > 0, row
+        assert float(row["calibrated_node_hours"]) > 0, row
+    assert f"Over the {len(runs)} runs that recorded their times, the site's estimate predicted" in report
+    # The sweep was sequential: the second point ran once the first had been measured.
+    assert "The sequential sweep of gsm8k ran 2 of its 2 points" in report
 
     # The Snakemake HTML report carries every table and figure; once made, the bundle is packed again
     # with it (and nothing else is redone).
@@ -393,13 +402,17 @@ def test_a_changed_setting_or_module_reruns_exactly_the_steps_that_read_it(local
     assert margin == {"step_settings": 1, "bundle": 1, "all": 1}, margin
     # The selection rule: the selection and what is made from it (the scaling runs change only if the
     # selected workload does, which the checkpoint decides when it has run); not the preflight.
+    # The sequential sweep's step after its first point reads the rule too.
     rule = _planned(workdir, "selection_rule.tolerance: 0.5")
-    assert rule == {"step_settings": 2, "selection": 1, **downstream}, rule
+    assert rule == {"step_settings": 2, "sweep_step": 1, "selection": 1, **downstream}, rule
     # The warm-up is the analysis's: every summary again, and no run. Before the selection (a
     # checkpoint) has run again, Snakemake can name only the sweep's summaries.
     sweep = len(json.loads((results / "selection" / "gsm8k.json").read_text())["points"])
     warmup = _planned(workdir, "algorithm.warmup_steps: 2")
-    assert warmup == {"step_settings": 3, "summary": sweep, "selection": 1, **downstream}, warmup
+    # Of a sequential sweep, only the first point's summary: the step after it is made again before
+    # the sweep goes on to the next.
+    steps = {"sweep_step": 1, "selection": 1}
+    assert sweep == 2 and warmup == {"step_settings": 3, "summary": 1, **steps, **downstream}, warmup
     # The figures' code: the figures and what holds them, not the tables or anything before.
     figures = paths.PACKAGE_DIR / "analysis" / "figures.py"
     original = figures.read_bytes()
@@ -459,8 +472,11 @@ def test_status_says_which_runs_are_complete_stale_failed_missing_or_pending(loc
     manifest.write_bytes(original + b"\n")
     extra = workdir.parent / f"{workdir.name}-third-point.yaml"
     extra.write_text("overrides:\n  datasets.gsm8k.sweep: [2, 4, 6]\n")
+    # As a grid sweep, Snakemake names every point; the study's own sequential sweep is below.
+    grid = workdir.parent / f"{workdir.name}-grid.yaml"
+    grid.write_text("overrides:\n  selection_rule.sweep_order: grid\n")
     try:
-        found = _status(workdir)
+        found = _status(workdir, str(grid))
         states = {o["name"]: o for o in found["outputs"] if o["stage"] == "runs"}
         assert states[failed]["state"] == "failed" and "verl exited with status 1" in states[failed]["why"]
         # The sweep's runs are stale; the scaling runs wait for the selection, which is made again
@@ -471,18 +487,24 @@ def test_status_says_which_runs_are_complete_stale_failed_missing_or_pending(loc
             else:
                 assert states[name]["state"] == "pending" and "selection of gsm8k" in states[name]["why"], name
         assert found["stages"]["selection"]["stale"] == 1
+        # Sequential, the failed run is the sweep's first point: the next waits for the step after it.
+        assert failed == min(sweep, key=lambda name: int(name.split("-p")[1].split("-")[0]))
+        sequential = {o["name"]: o for o in _status(workdir)["outputs"] if o["stage"] == "runs"}
+        second = next(name for name in sweep if name != failed)
+        assert sequential[second]["state"] == "pending" and "sequential sweep" in sequential[second]["why"]
         text = subprocess.run(
-            [PYTHON, "-m", "rlvr_scaling", "status", "--configfile", REDUCED],
+            [PYTHON, "-m", "rlvr_scaling", "status", "--configfile", REDUCED, str(grid)],
             cwd=workdir,
             check=True,
             capture_output=True,
             text=True,
         ).stdout
         assert failed in text and "verl exited with status 1" in text and "updated input files" in text
-        # A new sweep point is a run not made yet.
+        # A new sweep point is a run the sequential sweep has not reached yet.
         states = {o["name"]: o for o in _status(workdir, str(extra))["outputs"] if o["stage"] == "runs"}
         third = next(name for name in states if name.startswith("gsm8k-n1-p6-"))
-        assert states[third]["state"] == "missing" and states[failed]["state"] == "failed"
+        assert states[third]["state"] == "pending" and "sequential sweep of gsm8k" in states[third]["why"]
+        assert states[failed]["state"] == "failed"
     finally:
         manifest.write_bytes(original)
         shutil.rmtree(results / "failed" / failed)

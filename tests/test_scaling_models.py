@@ -89,7 +89,7 @@ def test_plan_predicts_node_counts_not_measured_from_the_measured_series(tmp_pat
     assert f"{time_64:.1f} [{low:.1f}, {high:.1f}]" in line and f"{efficiency:.2f}" in line.split()
     # Priced outside the steps as plan and the budget price a run not made (analysis.calibration).
     study = made.study
-    outside = calibrate(study, current_plan(study, tmp_path), tmp_path).outside_steps_s(study, 64)
+    outside = calibrate(study, current_plan(study, tmp_path), tmp_path).outside_steps_s(study.config.estimate, 64)
     assert f"{64 * (outside + study.config.algorithm.steps * time_64) / 3600:.2f}" in line.split()
     assert len([x for x in out.splitlines() if x.split()[2:3] in (["32"], ["64"])]) == 8
 

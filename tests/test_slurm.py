@@ -60,14 +60,18 @@ def jobs_since(start: str) -> list[str]:
 def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Path, tmp_path: Path) -> None:
     config = study_file(
         tmp_path,
-        # sweep point = weak n1, weak n2 = strong n2: two runs, one across two Slurm nodes
-        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2]\n  algorithm.steps: 3\n"
+        # A sequential sweep of two points (the selected one is weak n1), then weak n2 = strong n2:
+        # three runs, one across two Slurm nodes.
+        "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2, 4]\n  algorithm.steps: 3\n"
         "  scaling.strong_nodes: [2]\n",
     )
     env = {"RLVR_SLURM_ACCOUNT": ACCOUNT}
     snakemake(slurm_workdir, *PROFILES, "--configfile", config, env=env, timeout=1500)
     runs = sorted((slurm_workdir / "results" / "runs").iterdir())
-    assert len(runs) == 2
+    assert len(runs) == 3
+    # The second point ran once the step after the first (on the Snakemake host) said the sweep goes on.
+    [step] = (slurm_workdir / "results" / "sweep" / "gsm8k").iterdir()
+    assert json.loads(step.read_text())["goes_on"] and "-p2-" in step.name
     for run_dir in runs:
         job = json.loads((run_dir / "job.json").read_text())
         assert job["status"] == "succeeded" and job["slurm_job_id"]

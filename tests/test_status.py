@@ -49,9 +49,13 @@ def test_each_run_and_output_gets_its_state_and_why(tmp_path: Path) -> None:
     assert runs["gsm8k-n1-p8-c"].state == "missing" and runs["gsm8k-n2-p4-d"].why == "set of input files changed"
     waiting = [e for e in runs.values() if e.name.endswith("node(s)")]
     assert waiting and all(e.state == "pending" and "waits for the one-node sweep" in e.why for e in waiting)
-    # The plan's runs Snakemake did not name (here: the sweep) wait for a selection made again first.
+    # The plan's runs Snakemake did not name: sweep points wait for the sequential sweep to reach them,
+    # scaling runs for a selection made again first.
     unnamed = {run.run_id for run in plan if hasattr(run, "run_id")}
-    assert unnamed and all(runs[r].state == "pending" and "made again first" in runs[r].why for r in unnamed)
+    assert unnamed and all(runs[r].state == "pending" and "sequential sweep" in runs[r].why for r in unnamed)
+    selected = study_status(parse_summary(text), build_plan(load_study(), {"gsm8k": 2}, tmp_path), tmp_path)
+    scaling = [e for e in selected if e.stage == "runs" and "-n2-" in e.name and e.state == "pending"]
+    assert scaling and all("selection of gsm8k, which is made again first" in e.why for e in scaling)
     summary = next(e for e in entries if e.stage == "summaries")
     assert summary.state == "stale" and "input it depends on" in summary.why
     assert not any(e.name.startswith("results/steps/") for e in entries)  # wiring, not a stage

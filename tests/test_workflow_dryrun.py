@@ -34,7 +34,11 @@ def job_counts(output: str) -> dict[str, int]:
 
 def test_local_dry_run_lists_sweep_selection_and_analysis(workdir: Path) -> None:
     counts = job_counts(snakemake(workdir, "-n", "--cores", "2").stdout)
-    assert counts["run"] == 4 and counts["selection"] == 2
+    # The sweep is sequential: each dataset's first point, then a step that says whether the next runs.
+    assert counts["run"] == 2 and counts["sweep_step"] == 2 and counts["selection"] == 2
+    grid = '{"selection_rule.sweep_order": "grid"}'
+    counts_grid = job_counts(snakemake(workdir, "-n", "--cores", "2", "--config", f"overrides={grid}").stdout)
+    assert counts_grid["run"] == 4 and "sweep_step" not in counts_grid
     assert {"dataset", "model", "summary", "index", "tables", "figures", "report", "bundle"} <= set(counts)
     # Nothing is written while Snakemake reads the rules, nor by a dry run.
     results = workdir / "results"
@@ -44,7 +48,9 @@ def test_local_dry_run_lists_sweep_selection_and_analysis(workdir: Path) -> None
 def test_lumi_profile_dry_run_before_the_sweep(lumi_workdir: Path) -> None:
     output = snakemake(lumi_workdir, "--profile", "lumi", "-n", env=ACCOUNT).stdout
     counts = job_counts(output)
-    assert counts["run"] == 9 and counts["selection"] == 2 and counts["container_image"] == 1
+    # The first point of each sequential sweep (25 and 5 prompts).
+    assert counts["run"] == 2 and counts["sweep_step"] == 2 and counts["selection"] == 2
+    assert counts["container_image"] == 1
     # One settings file per step that reads the study, and one per dataset (step_inputs.settings_steps).
     steps = settings_steps(load_study(site="lumi"))
     assert counts["container_recipe"] == 1 and counts["step_settings"] == len(steps) == len(SETTINGS_STEPS) + 2
@@ -120,7 +126,9 @@ def test_snakemake_and_plan_reject_a_bad_config_in_the_same_one_line(workdir: Pa
 
 
 def test_config_overrides_on_the_command_line_are_typed(workdir: Path) -> None:
-    dry = snakemake(workdir, "-n", "--cores", "2", "--config", 'overrides={"algorithm.steps": 5}').stdout
+    # A grid sweep, so that the dry run lists every point the plan does.
+    overrides = 'overrides={"algorithm.steps": 5, "selection_rule.sweep_order": "grid"}'
+    dry = snakemake(workdir, "-n", "--cores", "2", "--config", overrides).stdout
     plan = subprocess.run(
         [PYTHON, "-m", "rlvr_scaling", "plan", "--json", "--set", "algorithm.steps=5"],
         capture_output=True,

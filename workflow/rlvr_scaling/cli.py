@@ -95,6 +95,12 @@ def _add_analysis_commands(sub: Any) -> None:
     selection.add_argument("--dataset", required=True)
     selection.add_argument("--output", required=True)
     selection.add_argument("summaries", nargs="+")
+    step = _command(
+        sub, "sweep-step", commands.cmd_sweep_step, "whether a sequential sweep goes on after the points measured"
+    )
+    step.add_argument("--dataset", required=True)
+    step.add_argument("--output", required=True)
+    step.add_argument("summaries", nargs="+")
     index = _command(sub, "index", commands.cmd_index, "list a dataset's runs and summaries for the analysis")
     index.add_argument("--dataset", required=True)
     index.add_argument("--selection", default=None)

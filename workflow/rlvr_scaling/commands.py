@@ -30,9 +30,9 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
     from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
-    from rlvr_scaling.study.plan_view import plan_table, results_line, site_note
+    from rlvr_scaling.study.plan_view import plan_table, results_line, site_note, sweep_savings
 
     study = _load(args)
     if args.nodes:
@@ -40,10 +40,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         sys.stdout.write(prediction_text(study, Path(args.root), parse_nodes(args.nodes)))
         return 0
-    plan = current_plan(study, Path(args.root))
+    root = Path(args.root)
+    plan = current_plan(study, root)
     if not args.json:
-        sys.stdout.write(plan_table(study, plan, Path(args.root), *cost_function(study, plan, Path(args.root))))
-        print(budget_line(study_cost(study, plan, Path(args.root))))
+        cost_of, basis = cost_function(study, plan, root)
+        sys.stdout.write(plan_table(study, plan, root, cost_of, basis))
+        for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
+            print(line)
+        print(budget_line(study_cost(study, plan, root)))
         print(results_line(study, Path(args.root)))
         return 0
     print_json([run.to_dict() for run in plan], sys.stdout)
@@ -113,6 +117,15 @@ def cmd_select(args: argparse.Namespace) -> int:
     chosen = select_from_files(_load(args), args.dataset, _all_at_root(args, args.summaries))
     write_json(_at_root(args, args.output), chosen)
     print(f"selection for {args.dataset}: {chosen['reason']}")
+    return 0
+
+
+def cmd_sweep_step(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.selection import sweep_step_from_files
+
+    step = sweep_step_from_files(_load(args), args.dataset, _all_at_root(args, args.summaries))
+    write_json(_at_root(args, args.output), step)
+    print(f"sweep of {args.dataset}: {step['reason']}")
     return 0
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.selection_io import current_plan, sweep_run_ids
+from rlvr_scaling.analysis.selection_io import current_plan, read_sweep_step, sweep_run_ids
+from rlvr_scaling.analysis.sweep_order import SEQUENTIAL
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.preflight import preflight_nodes
 from rlvr_scaling.execution.storage import link_results
@@ -105,11 +106,13 @@ class Lookup:
         return find_run(self._plan(), run_id)
 
     def _plan(self) -> list[PlannedRun]:
-        # Resource functions ask for every job: rebuild only when a selection artifact changed.
+        # Resource functions ask for every job: rebuild only when a selection artifact changed, or a
+        # sequential sweep took a step (its folder gained a file), which may skip points.
+        sweeps = paths.results_dir(self.root) / "sweep"
         key = tuple(
             (d, p.stat().st_mtime_ns if p.exists() else None)
             for d in self.study.datasets
-            for p in [paths.selection_file(self.root, d)]
+            for p in [paths.selection_file(self.root, d), sweeps / d]
         )
         if self._cache_key != key:
             self._cache = current_plan(self.study, self.root)
@@ -117,7 +120,21 @@ class Lookup:
         return self._cache
 
     def sweep_run_ids(self, dataset: str) -> list[str]:
+        """Every planned sweep point, in increasing prompts."""
         return sweep_run_ids(self.study, dataset, self.root)
+
+    @property
+    def sequential_sweep(self) -> bool:
+        return self.study.config.selection_rule.sweep_order == SEQUENTIAL
+
+    def sweep_run_ids_through(self, dataset: str, run_id: str) -> list[str]:
+        """The sweep points up to and including `run_id`: what a sequential sweep measured when it
+        decides whether to go on after it."""
+        ids = self.sweep_run_ids(dataset)
+        return ids[: ids.index(run_id) + 1]
+
+    def sweep_goes_on(self, step_file: str) -> bool:
+        return read_sweep_step(Path(step_file))
 
     def series_run_ids(self, dataset: str, selected: int, series: str) -> list[str]:
         runs = dataset_runs(self.study, dataset, selected, self.root)

@@ -31,6 +31,7 @@ STAGES = {
     "preflight": "preflight",
     "run": "runs",
     "summary": "summaries",
+    "sweep_step": "selection",
     "selection": "selection",
     "index": "index",
     "tables": "tables",
@@ -118,14 +119,17 @@ def _entry(output: OutputState, root: Path) -> Entry:
 
 def study_status(outputs: list[OutputState], plan: list[Any], root: Path) -> list[Entry]:
     """Every output of the workflow's stages, then the runs Snakemake cannot name yet: those waiting
-    for a first selection, and the scaling runs of a selection that is made again first (which may
-    choose another workload)."""
+    for a first selection, the sweep points a sequential sweep has not reached, and the scaling runs
+    of a selection that is made again first (which may choose another workload)."""
     entries = [_entry(output, root) for output in outputs if output.rule in STAGES]
     named = {entry.name for entry in entries if entry.stage == "runs"}
     for run in plan:
         if isinstance(run, PendingRun):
             name = f"{run.dataset} {'+'.join(run.series)} {run.nodes} node(s)"
             entries.append(Entry("runs", name, "pending", run.pending))
+        elif run.run_id not in named and "sweep" in run.series:
+            why = f"waits for the sequential sweep of {run.dataset} to reach it (the point before goes first)"
+            entries.append(Entry("runs", run.run_id, "pending", why))
         elif run.run_id not in named:
             why = f"waits for the selection of {run.dataset}, which is made again first"
             entries.append(Entry("runs", run.run_id, "pending", why))

@@ -77,7 +77,9 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
     if step == "summary":
         return {"warmup_steps": config.algorithm.warmup_steps}
     if step == "selection":
-        return {"selection_rule": config.selection_rule.to_dict()}
+        # The planned points too: the selection lists those a sequential sweep skipped.
+        sweeps = {name: config.datasets[name].sweep for name in study.datasets}
+        return {"selection_rule": config.selection_rule.to_dict(), "sweeps": sweeps}
     if step == "index":  # which runs belong to which series
         return {"selection": config.selection, "scaling": config.scaling.to_dict()}
     if step in ("tables", "figures"):

@@ -16,6 +16,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PlannedRun, Run, known_runs
+from rlvr_scaling.study.sections import Estimate
 
 
 @dataclass(frozen=True)
@@ -28,22 +29,33 @@ class Calibration:
     startup_per_doubling_s: float | None = None
     teardown_s: float = 0.0  # the runs' measured median tear-down (not in the site's estimate)
 
-    def outside_steps_s(self, study: Study, nodes: int) -> float:
+    def outside_steps_s(self, estimate: Estimate | None, nodes: int) -> float | None:
         """Seconds a run on `nodes` spends outside its steps: the start-up, measured where runs
-        recorded it (else the site's estimate), growing per doubling of nodes, and the tear-down."""
-        estimate = study.config.estimate
+        recorded it (else the site's `estimate`; None without either), growing per doubling of nodes
+        (measured, else the estimate's), and the measured tear-down."""
+        if self.startup_s is None and estimate is None:
+            return None
         startup = self.startup_s if self.startup_s is not None else 60 * estimate.startup_minutes
         growth = self.startup_per_doubling_s
-        startup += (60 * estimate.startup_minutes_per_doubling if growth is None else growth) * math.log2(nodes)
-        return startup + self.teardown_s
+        if growth is None:
+            growth = 60 * estimate.startup_minutes_per_doubling if estimate is not None else 0.0
+        return startup + growth * math.log2(nodes) + self.teardown_s
+
+    def predict(
+        self, dataset: str, nodes: int, steps: int, per_engine: float, estimate: Estimate | None
+    ) -> float | None:
+        """Node-hours of a run of `steps` steps with `per_engine` trajectories per generation engine;
+        None for a dataset with no sweep point measured (or nothing to price the start-up with)."""
+        outside = self.outside_steps_s(estimate, nodes)
+        if dataset not in self.step_lines or outside is None:
+            return None
+        fixed, per_trajectory = self.step_lines[dataset]
+        step_s = max(0.0, fixed + per_trajectory * per_engine)
+        return nodes * (outside + steps * step_s) / 3600
 
     def node_hours(self, study: Study, run: Run) -> float | None:
         """The run's node-hours by the measured line and start-up; None for a dataset not measured."""
-        if run.dataset not in self.step_lines:
-            return None
-        fixed, per_trajectory = self.step_lines[run.dataset]
-        step_s = max(0.0, fixed + per_trajectory * run.trajectories_per_engine)
-        return run.nodes * (self.outside_steps_s(study, run.nodes) + run.steps * step_s) / 3600
+        return self.predict(run.dataset, run.nodes, run.steps, run.trajectories_per_engine, study.config.estimate)
 
 
 def _summaries(root: Path, runs: list[Run]) -> list[RunSummary]:
@@ -67,17 +79,24 @@ def step_line(points: list[RunSummary]) -> tuple[float, float]:
     return float(intercept), float(slope)
 
 
-def calibrate(study: Study, plan: list[PlannedRun], root: Path) -> Calibration:
-    runs = known_runs(plan)
-    lines, counts = {}, {}
-    for dataset in study.datasets:
-        sweep = _summaries(root, [r for r in runs if r.dataset == dataset and "sweep" in r.series])
-        if sweep:
-            lines[dataset], counts[dataset] = step_line(sweep), len(sweep)
-    measured = [s for s in _summaries(root, runs) if s.overhead]
-    teardown = statistics.median(s.overhead["teardown_s"] for s in measured) if measured else 0.0
-    startups = [(s.nodes, s.overhead["startup_s"]) for s in measured]
+def calibration_from(sweeps: dict[str, list[RunSummary]], measured: list[RunSummary]) -> Calibration:
+    """From each dataset's valid sweep points (its step line) and the valid runs that recorded their
+    time outside the steps (start-up, tear-down)."""
+    lines = {dataset: step_line(points) for dataset, points in sweeps.items() if points}
+    counts = {dataset: len(points) for dataset, points in sweeps.items() if points}
+    recorded = [s for s in measured if s.overhead]
+    teardown = statistics.median(s.overhead["teardown_s"] for s in recorded) if recorded else 0.0
+    startups = [(s.nodes, s.overhead["startup_s"]) for s in recorded]
     if len({nodes for nodes, _ in startups}) >= 2:
         per_doubling, at_one = np.polyfit([math.log2(n) for n, _ in startups], [s for _, s in startups], 1)
         return Calibration(lines, counts, float(at_one), float(per_doubling), teardown)
     return Calibration(lines, counts, statistics.median(s for _, s in startups) if startups else None, None, teardown)
+
+
+def calibrate(study: Study, plan: list[PlannedRun], root: Path) -> Calibration:
+    runs = known_runs(plan)
+    sweeps = {
+        dataset: _summaries(root, [r for r in runs if r.dataset == dataset and "sweep" in r.series])
+        for dataset in study.datasets
+    }
+    return calibration_from(sweeps, _summaries(root, runs))

@@ -206,6 +206,10 @@ def figure_sweep(results: StudyResults, output: Path, captions: dict[str, str]) 
         top, bottom = axes[0][col], axes[1][col]
         top.plot([p["prompts"] for p in points], [p["throughput_per_gpu"] for p in points], "o-", color="black")
         top.axvline(chosen, linestyle="--", color="grey", label=f"selected: {chosen} prompts")
+        skipped = [p["prompts"] for p in selection.get("skipped", [])]
+        if skipped and points:
+            low = min(p["throughput_per_gpu"] for p in points)
+            top.plot(skipped, [low] * len(skipped), "x", color="grey", label="not run: the sweep stopped")
         top.set_title(index.dataset)
         top.set_ylabel("throughput per GPU (tokens/s)")
         top.legend(fontsize="small")
@@ -222,8 +226,19 @@ def figure_sweep(results: StudyResults, output: Path, captions: dict[str, str]) 
         "figure_sweep",
         captions,
         "One-node sweep: mean throughput per GPU and peak training memory per prompt count, the memory cap "
-        "and the selected point (rule in results/selection/<dataset>.json).",
+        "and the selected point (rule in results/selection/<dataset>.json)." + skipped_note(indexes),
     )
+
+
+def skipped_note(indexes: list[Any]) -> str:
+    """The caption's account of the points a sequential sweep did not run, and why."""
+    notes = []
+    for index in indexes:
+        skipped = index.selection.get("skipped", [])
+        if skipped:
+            counts = ", ".join(str(p["prompts"]) for p in skipped)
+            notes.append(f" {index.dataset}: {counts} prompts not run ({skipped[0]['skipped_because']}).")
+    return (" Points marked x were not run:" + "".join(notes)) if notes else ""
 
 
 def write_figures(results: StudyResults, reference_nodes: int, output: Path) -> list[Path]:

@@ -133,6 +133,7 @@ class RunSummary:
     failure: str | None = None
     memory_evidence: str | None = None
     overhead: dict[str, float] | None = None  # analysis.overhead: start-up and tear-down, in seconds
+    estimated_node_hours: float | None = None  # what the plan's estimate gave the run (its spec)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSummary:
@@ -148,6 +149,7 @@ class RunSummary:
             failure=data.get("failure"),
             memory_evidence=data.get("memory_evidence"),
             overhead=data.get("overhead"),
+            estimated_node_hours=data.get("estimated_node_hours"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -161,6 +163,7 @@ class RunSummary:
             data["memory_evidence"] = self.memory_evidence
         if self.overhead is not None:
             data["overhead"] = self.overhead
+        data["estimated_node_hours"] = self.estimated_node_hours
         data["steps"] = self.steps
         data["provenance"] = self.provenance
         return data

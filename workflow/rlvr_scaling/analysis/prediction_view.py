@@ -36,7 +36,7 @@ def prediction_text(study: Study, root: Path, nodes: list[int]) -> str:
     results = load_results(found, root)
     # Priced as `plan` and the budget price a run not yet made (analysis.calibration).
     calibration = calibrate(study, current_plan(study, root), root)
-    outside = {n: calibration.outside_steps_s(study, n) for n in nodes}
+    outside = {n: calibration.outside_steps_s(study.config.estimate, n) or 0.0 for n in nodes}
     rows = predictions(
         results, nodes, study.config.scaling.strong_reference_nodes, study.config.algorithm.steps, outside
     )

@@ -2,18 +2,22 @@
 
 Highest throughput per GPU among valid points whose peak memory stays under the cap; points within
 `tolerance` of the best tie, and the smallest prompt count among them wins (the study's GSM8K choice:
-throughput saturated at 100 prompts). A point counts as over the cap only on evidence: a measured peak
-over it, or an out-of-memory error in its log. A point that failed otherwise stops the selection (it is
-no measurement of anything), and a smaller point over the cap while a larger one fits is reported.
+throughput saturated at 100 prompts). A sequential sweep (analysis.sweep_order) is read as far as it
+went, and the points it skipped are listed with the reason. A point counts as over the cap only on
+evidence: a measured peak over it, or an out-of-memory error in its log. A point that failed otherwise
+stops the selection (it is no measurement of anything), and a smaller point over the cap while a
+larger one fits is reported.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.analysis.models import RunSummary
+from rlvr_scaling.analysis.sweep_order import GRID, SEQUENTIAL, SweepStop, sweep_stop
 from rlvr_scaling.errors import StudyError
 
 
@@ -64,17 +68,63 @@ def contradictions(points: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def select(dataset: str, summaries: list[RunSummary], memory_cap_fraction: float, tolerance: float) -> dict[str, Any]:
+def swept_points(
+    summaries: list[RunSummary], cap_gb: float, tolerance: float, order: str
+) -> tuple[list[dict[str, Any]], SweepStop | None]:
+    """The points measured, in increasing prompts, as far as a sequential sweep went: a point past its
+    stop (measured earlier, or by hand) is no part of it, and is not read."""
+    points: list[dict[str, Any]] = []
+    for summary in sorted(summaries, key=lambda s: s.prompts):
+        points.append(point_row(summary, cap_gb))
+        stop = sweep_stop(points, tolerance) if order == SEQUENTIAL else None
+        if stop is not None:
+            return points, stop
+    return points, None
+
+
+def skipped_points(planned: list[int], stop: SweepStop | None) -> list[dict[str, Any]]:
+    if stop is None:
+        return []
+    because = f"the sweep stopped after {stop.after_prompts} prompts: {stop.reason}"
+    return [{"prompts": p, "skipped_because": because} for p in sorted(planned) if p > stop.after_prompts]
+
+
+def stop_sentence(dataset: str, stop: SweepStop | None, skipped: list[dict[str, Any]]) -> str:
+    if stop is None or not skipped:
+        return ""
+    words = [str(p["prompts"]) for p in skipped]
+    counts = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    return (
+        f"the sweep of {dataset} stopped after {stop.after_prompts} prompts ({stop.reason}), "
+        f"so {counts} prompts did not run"
+    )
+
+
+def select(
+    dataset: str,
+    summaries: list[RunSummary],
+    memory_cap_fraction: float,
+    tolerance: float,
+    planned: list[int] | None = None,
+    order: str = GRID,
+) -> dict[str, Any]:
+    """`planned`: the sweep's prompt counts (datasets.<name>.sweep), for the points a sequential sweep
+    skipped; `order`: selection_rule.sweep_order."""
     if not summaries:
         raise SelectionError(f"no sweep points for {dataset}")
     cap_gb = memory_cap_fraction * summaries[0].gpu_memory_gb
-    points = sorted((point_row(s, cap_gb) for s in summaries), key=lambda p: p["prompts"])
+    points, stop = swept_points(summaries, cap_gb, tolerance, order)
+    skipped = skipped_points(planned or [], stop)
+    stopped = stop_sentence(dataset, stop, skipped)
     eligible = [p for p in points if p["eligible"]]
     if not eligible:
         listing = "; ".join(
             f"{p['prompts']} prompts ({p['run_id']}): {', '.join(p['rejected_because'])}" for p in points
         )
-        raise SelectionError(f"no valid sweep point for {dataset}, so no scaling run can start. Points: {listing}")
+        raise SelectionError(
+            f"no valid sweep point for {dataset}, so no scaling run can start. Points: {listing}"
+            + (f"; {stopped}. Add smaller prompt counts to datasets.{dataset}.sweep" if stopped else "")
+        )
     best = max(p["throughput_per_gpu"] for p in eligible)
     tied = [p for p in eligible if p["throughput_per_gpu"] >= best * (1 - tolerance)]
     chosen = min(tied, key=lambda p: p["prompts"])
@@ -85,6 +135,8 @@ def select(dataset: str, summaries: list[RunSummary], memory_cap_fraction: float
     )
     if len(tied) > 1:
         reason += f"; {len(tied)} points tie within {tolerance:.0%}, the smallest prompt count wins"
+    if stopped:
+        reason += f"; {stopped}"
     warnings = contradictions(points)
     if warnings:
         reason += "; WARNING: " + "; ".join(warnings)
@@ -92,12 +144,15 @@ def select(dataset: str, summaries: list[RunSummary], memory_cap_fraction: float
         "dataset": dataset,
         "selected": {k: chosen[k] for k in ("prompts", "run_id", "throughput_per_gpu", "peak_memory_gb")},
         "points": points,
+        "skipped": skipped,
+        "stopped": None if stop is None else asdict(stop),
         "rule": {
             "objective": "max mean throughput per GPU over measured steps",
             "memory_cap_fraction": memory_cap_fraction,
             "memory_cap_gb": cap_gb,
             "tolerance": tolerance,
             "tie_break": "fewest prompts",
+            "sweep_order": order,
         },
         "reason": reason,
         "warnings": warnings,
@@ -108,4 +163,29 @@ def select_from_files(study: Any, dataset: str, summary_paths: list[Path]) -> di
     """The selection by the study's rule, from the sweep's summary files."""
     rule = study.config.selection_rule
     summaries = [RunSummary.from_json(json.loads(path.read_text())) for path in summary_paths]
-    return select(dataset, summaries, rule.memory_cap_fraction, rule.tolerance)
+    planned = study.config.datasets[dataset].sweep
+    return select(dataset, summaries, rule.memory_cap_fraction, rule.tolerance, planned, rule.sweep_order)
+
+
+def sweep_step(
+    dataset: str, summaries: list[RunSummary], memory_cap_fraction: float, tolerance: float
+) -> dict[str, Any]:
+    """After the points measured so far (a sequential sweep's prefix): whether the next point runs."""
+    cap_gb = memory_cap_fraction * summaries[0].gpu_memory_gb
+    points, stop = swept_points(summaries, cap_gb, tolerance, SEQUENTIAL)
+    last = points[-1]
+    return {
+        "dataset": dataset,
+        "after": {"prompts": last["prompts"], "run_id": last["run_id"]},
+        "goes_on": stop is None,
+        "reason": f"stops after {stop.after_prompts} prompts: {stop.reason}"
+        if stop
+        else f"goes on after {last['prompts']} prompts",
+        "points": [p["prompts"] for p in points],
+    }
+
+
+def sweep_step_from_files(study: Any, dataset: str, summary_paths: list[Path]) -> dict[str, Any]:
+    rule = study.config.selection_rule
+    summaries = [RunSummary.from_json(json.loads(path.read_text())) for path in summary_paths]
+    return sweep_step(dataset, summaries, rule.memory_cap_fraction, rule.tolerance)

@@ -84,6 +84,7 @@ def _identity_fields(spec: dict[str, Any]) -> dict[str, Any]:
         "memory_settings": run["memory"],
         "site": spec["site"]["name"],
         "gpu_memory_gb": spec["site"]["hardware"]["gpu_memory_gb"],
+        "estimated_node_hours": run.get("node_hours"),
     }
 
 

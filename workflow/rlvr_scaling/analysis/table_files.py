@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.analysis.cost_check import cost_rows
 from rlvr_scaling.analysis.engine_fill import fill_rows
 from rlvr_scaling.analysis.overhead import overhead_rows
 from rlvr_scaling.analysis.phase_models import model_rows
@@ -68,6 +69,7 @@ TABLES = {
     "phase_times": "Phase times per run (mean and sample std over measured steps)",
     "extra_time": "Extra step time over ideal scaling, by phase, and each phase's share",
     "engine_fill": "Strong scaling: trajectories per generation engine against the one-node saturation point",
+    "cost": "Each run's node-hours: the site's estimate, the calibration from the other runs, and as measured",
     "overhead": "Each run's time and node-hours outside its steps: start-up before the first, tear-down after the last",
     "scaling_models": "Scaling models: each part's mean time vs nodes, the form chosen by cross-validation",
     "table1": "Table 1: the selected one-node configuration and its measured workload",
@@ -83,6 +85,7 @@ def write_tables(results: StudyResults, reference_nodes: int, output: Path) -> l
         "phase_times": lambda: phase_rows(results),
         "extra_time": lambda: extra_time_rows(results, reference_nodes),
         "engine_fill": lambda: fill_rows(results, reference_nodes),
+        "cost": lambda: cost_rows(results),
         "overhead": lambda: overhead_rows(results),
         "scaling_models": lambda: model_rows(results),
         "table1": lambda: table1_rows(results),

@@ -207,6 +207,20 @@ def sweep_rows(results: StudyResults) -> list[dict[str, Any]]:
                     "run_id": p["run_id"],
                 }
             )
+        for p in selection.get("skipped", []):  # not run: a sequential sweep stopped before them
+            rows.append(
+                {
+                    "dataset": index.dataset,
+                    "prompts": p["prompts"],
+                    "throughput_per_gpu": None,
+                    "step_time_s": None,
+                    "peak_memory_gb": None,
+                    "memory_cap_gb": selection["rule"]["memory_cap_gb"],
+                    "selected": False,
+                    "rejected_because": f"not run: {p['skipped_because']}",
+                    "run_id": "",
+                }
+            )
     return rows
 
 

@@ -124,7 +124,9 @@ def recompute_selection(
     rule = config.selection_rule
     sweep = [s for s in summaries_of(index, summaries).values() if "sweep" in s.series]
     try:
-        recomputed = as_read(select(index.dataset, sweep, rule.memory_cap_fraction, rule.tolerance))
+        planned = config.datasets[index.dataset].sweep
+        chosen = select(index.dataset, sweep, rule.memory_cap_fraction, rule.tolerance, planned, rule.sweep_order)
+        recomputed = as_read(chosen)
     except StudyError as exc:
         findings.problems.append(f"{name}: the bundled sweep gives no selection ({exc})")
         return

@@ -6,20 +6,24 @@ import json
 import os
 from pathlib import Path
 
+from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
 from rlvr_scaling.analysis.engine_fill import fill_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
+from rlvr_scaling.analysis.sweep_savings import sweep_findings
 from rlvr_scaling.analysis.table_files import TABLES
 from rlvr_scaling.study.sections import StudyConfig
 
 
 def findings(study: StudyConfig, results: StudyResults) -> list[str]:
     """What the study had to explain by eye, in sentences made from the numbers."""
-    lines = ["## Strong scaling: under-filled generation engines", ""]
+    lines = ["## The one-node sweep", "", *[f"- {finding}" for finding in sweep_findings(results)], ""]
+    lines += ["## Strong scaling: under-filled generation engines", ""]
     lines += [f"- {finding}" for finding in fill_findings(results, study.scaling.strong_reference_nodes)]
     overhead = overhead_finding(overhead_rows(results), len(results.summaries))
-    return [*lines, "", "## Outside the steps", "", overhead]
+    lines += ["", "## Outside the steps", "", overhead]
+    return [*lines, "", "## Cost: predicted against measured", "", cost_finding(cost_rows(results))]
 
 
 def render_report(study: StudyConfig, results: StudyResults, tables: Path, figures: Path, output: Path) -> str:

@@ -78,15 +78,18 @@ def cost_function(study: Study, plan: list[PlannedRun], root: Path) -> tuple[Cal
     return cost_of, f" (calibrated by the sweep points measured: {points}; start-up {startup})"
 
 
+def runs_cost(root: Path) -> float:
+    """Every run directory's measured cost: the plan's runs done, and those it no longer names (a sweep
+    point measured past where a sequential sweep stops, a run of an earlier plan): paid for all the same."""
+    return sum(measured_node_hours(run_dir) or 0.0 for run_dir in (paths.results_dir(root) / "runs").glob("*/"))
+
+
 def study_cost(study: Study, plan: list[PlannedRun], root: Path) -> Cost:
     cost_of, basis = cost_function(study, plan, root)
-    spent, to_run = failed_attempts_cost(root), []
-    for run in known_runs(plan):
-        measured = measured_node_hours(paths.run_dir(root, run.run_id))
-        if measured is None:
-            to_run.append((run, cost_of(run)))
-        else:
-            spent += measured
+    spent = failed_attempts_cost(root) + runs_cost(root)
+    to_run = [
+        (run, cost_of(run)) for run in known_runs(plan) if measured_node_hours(paths.run_dir(root, run.run_id)) is None
+    ]
     to_run.sort(key=lambda item: (-item[1], item[0].run_id))
     return Cost(study.config.budget.node_hours, spent, to_run, basis)
 

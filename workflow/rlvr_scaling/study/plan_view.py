@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError
@@ -11,6 +12,9 @@ from rlvr_scaling.execution.storage import results_location
 from rlvr_scaling.study.budget import measured_node_hours
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PendingRun, PlannedRun, Run, known_runs
+
+if TYPE_CHECKING:
+    from rlvr_scaling.analysis.selection_io import SkippedPoints
 
 CostOf = Callable[[Run], float]
 
@@ -65,9 +69,38 @@ def plan_table(study: Study, plan: list[PlannedRun], root: Path, cost_of: CostOf
         f"the {done} done as measured, the others estimated{basis}; by series: "
         f"{series_totals(plan, cost_of) or 'none'}."
     )
+    if study.config.selection_rule.sweep_order == "sequential" and any("sweep" in r.series for r in known_runs(plan)):
+        lines.append(
+            "The sweeps are sequential (selection_rule.sweep_order): a point runs only if the sweep reaches it, "
+            "so their node-hours are at most what is shown."
+        )
     lines += [f"  pending {r.dataset} {'+'.join(r.series)} n{r.nodes}: {r.pending}" for r in pending]
     lines += site_replacements(study)
     return "\n".join(lines) + "\n"
+
+
+def _counts(values: list[int]) -> str:
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def sweep_savings(skipped: list[SkippedPoints], cost_of: CostOf) -> list[str]:
+    """What each sequential sweep that stopped saved: the points it skipped, priced as runs not done."""
+    lines = []
+    for points in skipped:
+        line = f"Sweep {points.dataset} stopped after {points.stop.after_prompts} prompts ({points.stop.reason})"
+        if points.runs:
+            saved = sum(cost_of(run) for run in points.runs)
+            # Past the memory cap, a point would likely fail before its last step: at most this.
+            bound = "at most " if points.stop.over_cap else ""
+            line += (
+                f": skipped {_counts([r.prompts for r in points.runs])} prompts: saved {bound}{saved:.2f} "
+                f"node-hours ({saved * points.runs[0].gpus_per_node:.1f} GPU-hours)"
+            )
+        if points.measured:
+            line += f"; {_counts([r.prompts for r in points.measured])} prompts, measured before, are past it: not used"
+        lines.append(line + ".")
+    return lines
 
 
 def site_note(study: Study) -> str | None:

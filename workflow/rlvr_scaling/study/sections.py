@@ -228,6 +228,8 @@ class Scaling(Section):
 class SelectionRule(Section):
     memory_cap_fraction: float = 0.98  # of the site's GPU memory
     tolerance: float = 0.02  # points within this share of the best throughput tie
+    # sequential (the study's way: increasing prompts until throughput falls or memory runs out) or grid
+    sweep_order: str = "sequential"
 
 
 @dataclass(frozen=True)
