@@ -87,6 +87,9 @@ def _write_steps(run_dir: Path, steps: int) -> None:
         (["sweep"], "timed out", None, "torch.OutOfMemoryError\n", "timed out", False),
         # Exit 0 and too few steps: no measurement, whatever the console says; its evidence is recorded.
         (["sweep"], "succeeded", 2, "torch.OutOfMemoryError\n", "invalid metrics", False),
+        # Stopped by the adaptive step count after step 3 (the last step it had to log): a measurement.
+        (["weak"], "stopped early", 3, "", "succeeded", True),
+        (["weak"], "stopped early", 2, "", "invalid metrics", False),
     ],
 )
 def test_what_a_runs_end_means_for_the_study(
@@ -95,7 +98,7 @@ def test_what_a_runs_end_means_for_the_study(
     if steps_logged is not None:
         _write_steps(tmp_path, steps_logged)
     (tmp_path / "console.log").write_text(console)
-    outcome = judge(tmp_path, series, exit_status, configured_steps=3)
+    outcome = judge(tmp_path, series, exit_status, last_step=3)
     assert (outcome.status, outcome.lands_in_runs) == (status, lands)
     assert bool(outcome.problems) == (status == "invalid metrics")
     assert (outcome.memory_evidence is not None) == ("OutOfMemoryError" in console and status != "succeeded")

@@ -47,8 +47,8 @@ def preflight_settings(study: Study) -> dict[str, Any]:
     # anyway, and a preflight made again would hide the other steps' changes in that invocation
     # (snakemake#4166: the runs take it as ancient), e.g. the bundle that holds the estimates.
     # Nor the budget, which decides what is submitted, not how it runs, nor the study's title and
-    # authors, which only the bundle cites.
-    unseen = ("estimate", "selection_rule", "overrides", "budget")
+    # authors, which only the bundle cites. Nor the adaptive step count: the launcher's, not verl's.
+    unseen = ("estimate", "selection_rule", "overrides", "budget", "adaptive_steps")
     checked = {key: value for key, value in study.config.to_dict().items() if key not in unseen}
     checked["algorithm"].pop("warmup_steps", None)
     for key in ("title", "authors"):
@@ -96,6 +96,8 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
                 "steps": algorithm.steps,
                 "warmup_steps": algorithm.warmup_steps,
             },
+            # Only when on: its section names the rule. Off, the report is as it was.
+            **({"adaptive_steps": config.adaptive_steps.rule()} if config.adaptive_steps.enabled else {}),
             **reference,
         }
     if step == "bundle":  # it holds the config

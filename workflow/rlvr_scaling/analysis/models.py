@@ -134,6 +134,7 @@ class RunSummary:
     memory_evidence: str | None = None
     overhead: dict[str, float] | None = None  # analysis.overhead: start-up and tear-down, in seconds
     estimated_node_hours: float | None = None  # what the plan's estimate gave the run (its spec)
+    adaptive_stop: dict[str, Any] | None = None  # where the adaptive step count stopped it (job.json)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSummary:
@@ -150,6 +151,7 @@ class RunSummary:
             memory_evidence=data.get("memory_evidence"),
             overhead=data.get("overhead"),
             estimated_node_hours=data.get("estimated_node_hours"),
+            adaptive_stop=data.get("adaptive_stop"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -164,6 +166,8 @@ class RunSummary:
         if self.overhead is not None:
             data["overhead"] = self.overhead
         data["estimated_node_hours"] = self.estimated_node_hours
+        if self.adaptive_stop is not None:  # absent for a run that took all its steps, as before
+            data["adaptive_stop"] = self.adaptive_stop
         data["steps"] = self.steps
         data["provenance"] = self.provenance
         return data

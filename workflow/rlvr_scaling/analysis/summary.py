@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.analysis.adaptive_steps import expected_steps, stop_check
 from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
 from rlvr_scaling.analysis.metrics_file import measurement_problems
 from rlvr_scaling.analysis.models import Check, Measured, RunSummary
@@ -18,23 +19,31 @@ def _check(name: str, passed: bool, detail: str) -> Check:
     return Check(name, bool(passed), detail)
 
 
-def measurement_check(run: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]) -> Check:
-    problems = measurement_problems(steps, reader_problems, run["steps"])
+def measurement_check(steps: list[dict[str, Any]], reader_problems: list[str], last: int) -> Check:
+    """`last`: the step the run had to reach (all its steps, or where the adaptive step count stopped it)."""
+    problems = measurement_problems(steps, reader_problems, last)
     if not problems:
-        return _check(
-            "measurement", True, f"steps 1..{run['steps']} once each, every required figure finite and positive"
-        )
+        return _check("measurement", True, f"steps 1..{last} once each, every required figure finite and positive")
     more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
     return _check("measurement", False, "; ".join(problems[:5]) + more)
 
 
 def validity_checks(
-    run: dict[str, Any], study: dict[str, Any], steps: list[dict[str, Any]], reader_problems: list[str]
+    run: dict[str, Any],
+    study: dict[str, Any],
+    steps: list[dict[str, Any]],
+    reader_problems: list[str],
+    job: dict[str, Any] | None = None,
 ) -> list[Check]:
     """Named checks; the ones after `measurement` read only the numeric values, so a broken record is
-    reported by it and never raises here."""
+    reported by it and never raises here. `job`: the run's job.json (where the adaptive step count
+    stopped it, if it did)."""
+    job = job or {}
     expected_lr = float(study["algorithm"]["lr"])
-    checks = [measurement_check(run, steps, reader_problems)]
+    checks = [measurement_check(steps, reader_problems, expected_steps(run, job))]
+    stop = stop_check(run, job, steps)
+    if stop is not None:
+        checks.append(stop)
     lrs = set(finite_values(steps, "actor/lr"))
     checks.append(
         _check(
@@ -118,7 +127,7 @@ def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
         source = run_dir / "console.log"
     steps, problems, reader = read_steps(source)
     n_gpus = run["nodes"] * run["gpus_per_node"]
-    checks = validity_checks(run, spec["study"], steps, problems)
+    checks = validity_checks(run, spec["study"], steps, problems, job)
     return RunSummary(
         **_identity_fields(spec),
         measured=Measured.from_json(
@@ -129,6 +138,7 @@ def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
         status="succeeded",
         steps=steps,
         overhead=run_overhead(job, steps),
+        adaptive_stop=job.get("adaptive_stop"),
         provenance={
             "metrics_file": source.name,
             "reader": reader,

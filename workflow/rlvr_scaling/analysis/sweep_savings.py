@@ -22,7 +22,9 @@ def point_node_hours(measured: list[RunSummary], prompts: int) -> float | None:
     outside = [s.overhead["startup_s"] + s.overhead["teardown_s"] for s in valid if s.overhead]
     outside_s = statistics.median(outside) if outside else 0.0
     step_s = max(0.0, fixed + per_trajectory * per_engine)
-    return reference.nodes * (outside_s + len(reference.steps) * step_s) / 3600
+    # The steps the points ran: all of them, or, with the adaptive step count, where each stopped.
+    steps = statistics.median(len(s.steps) for s in valid)
+    return reference.nodes * (outside_s + steps * step_s) / 3600
 
 
 def sweep_findings(results: StudyResults) -> list[str]:

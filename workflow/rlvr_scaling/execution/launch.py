@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
+from rlvr_scaling.analysis.adaptive_steps import StopRule
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.failed_runs import now, recover_leftovers
 from rlvr_scaling.execution.launchers import Started, launcher_for
@@ -28,7 +29,7 @@ from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes
 from rlvr_scaling.execution.run_directory import RunDirectory
 from rlvr_scaling.execution.run_environment import expanded_environment
 from rlvr_scaling.execution.run_records import job_record, render_command, spec_document
-from rlvr_scaling.execution.step_clock import POLL_SECONDS, StepClock
+from rlvr_scaling.execution.step_clock import POLL_SECONDS, StepClock, keep_steps_to_stop
 from rlvr_scaling.execution.watchdog import Guard
 from rlvr_scaling.inputs.container import module_environment, record_path, require_runtime
 from rlvr_scaling.inputs.container_build import base_changed_since_build
@@ -38,6 +39,10 @@ from rlvr_scaling.study.plan import Run
 
 class RunFailed(Exception):
     """The run ran and failed; its evidence is kept under results/failed/."""
+
+
+class StopRequested(Exception):
+    """The adaptive step count stops the run: its mean step time is known well enough."""
 
 
 def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -> None:
@@ -63,7 +68,10 @@ def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -
 
 def wait_watching(process: subprocess.Popen, timeout_s: float | None, clock: StepClock | None) -> int:
     """process.wait(timeout_s), stamping the steps as they are logged (verl's file logger writes no
-    time; start-up and tear-down are measured from these stamps)."""
+    time; start-up and tear-down are measured from these stamps). Raises StopRequested once the clock's
+    stop rule holds. If verl has just ended on its own, exit 0, its end is judged as it is; if it failed
+    after the step where the rule held, the run stopped there all the same: a poll a second earlier
+    would have ended it, and its steps up to the stop are the measurement."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         left = None if deadline is None else deadline - time.monotonic()
@@ -77,6 +85,10 @@ def wait_watching(process: subprocess.Popen, timeout_s: float | None, clock: Ste
             # Also once verl has exited: a last step logged within the last second is stamped now,
             # before the launcher's own tear-down (Ray, processes) is counted as the run's.
             clock.poll()
+            if clock.stop is not None:
+                if code != 0:
+                    raise StopRequested
+                clock.cancel_stop()
         if code is not None:
             return code
 
@@ -120,6 +132,8 @@ def execute(
                 status = "succeeded" if code == 0 else "failed"
             except subprocess.TimeoutExpired:
                 code, status = -1, "timed out"
+            except StopRequested:
+                code, status = _stop(process, token, received)
             except KeyboardInterrupt:
                 code = 128 + (received[0] if received else signal.SIGINT)
                 status = "terminated"
@@ -130,6 +144,19 @@ def execute(
             signal.signal(sig, handler)
         end_processes(token)
     return code, status
+
+
+def _stop(process: subprocess.Popen, token: str, received: list[int]) -> tuple[int, str]:
+    """End a run the adaptive step count stopped. verl cannot be told to stop after a step: its
+    processes are ended, as on any exit, and the launcher keeps the steps up to the stop
+    (step_clock.keep_steps_to_stop). A signal to us meanwhile makes it a run terminated."""
+    try:
+        end_processes(token)
+        return process.wait(timeout=30), "stopped early"
+    except KeyboardInterrupt:
+        return 128 + (received[0] if received else signal.SIGINT), "terminated"
+    except subprocess.TimeoutExpired:  # it outlived SIGKILL (a process stuck in the kernel)
+        return -1, "stopped early"
 
 
 def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -> Path:
@@ -182,10 +209,19 @@ def _run_in(
         return started
 
     began = time.monotonic()
-    clock = StepClock(directory.path("metrics.jsonl"))
+    metrics = directory.path("metrics.jsonl")
+    clock = StepClock(
+        metrics,
+        StopRule.of_run(run.to_dict()),
+        on_stop=lambda stop: directory.write_json("job.json", {**job, "adaptive_stop": stop.record}),
+    )
     console = directory.path("console.log")
     code, exit_status = execute(command_file, console, env, directory.token, timeout_s, before, clock)
-    outcome = judge(directory.staging, run.series, exit_status, run.steps)
+    last_step = run.steps
+    if exit_status == "stopped early" and clock.stop is not None:
+        job.update(adaptive_stop={**clock.stop.record, **keep_steps_to_stop(metrics, clock.stop)})
+        last_step = clock.stop.step
+    outcome = judge(directory.staging, run.series, exit_status, last_step)
     job.update(end=now(), seconds=round(time.monotonic() - began, 1), exit_status=code, status=outcome.status)
     job.update(step_clock=clock.record())
     job.update(problems=outcome.problems, memory_evidence=outcome.memory_evidence)

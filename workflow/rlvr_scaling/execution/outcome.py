@@ -46,16 +46,20 @@ class Outcome:
     lands_in_runs: bool  # results/runs/ (a measurement) or results/failed/ (to be run again)
 
 
-def judge(run_dir: Path, series: list[str], exit_status: str, configured_steps: int) -> Outcome:
-    """The run's outcome from how its command ended and what it left in `run_dir`."""
+def judge(run_dir: Path, series: list[str], exit_status: str, last_step: int) -> Outcome:
+    """The run's outcome from how its command ended and what it left in `run_dir`. `last_step`: all its
+    steps, or the step after which the adaptive step count stopped it ("stopped early": it succeeded
+    if its steps up to there are a measurement)."""
     status, problems, evidence = exit_status, [], None
+    if status == "stopped early":
+        status = "succeeded"
     if status == "succeeded":
         metrics = run_dir / "metrics.jsonl"
         if not metrics.exists():
             problems = ["verl exited 0 but wrote no metrics.jsonl"]
         else:
             steps, read_problems = read_metrics_jsonl(metrics)
-            problems = measurement_problems(steps, read_problems, configured_steps)
+            problems = measurement_problems(steps, read_problems, last_step)
         if problems:
             status = "invalid metrics"
     if status != "succeeded":

@@ -1,28 +1,56 @@
 """When a run's steps were logged, by the wall clock. verl's file logger writes one line per step
 but no time; the launcher notes when the first and the last step appeared, so that the start-up
-before the steps and the tear-down after them (what a study pays outside its steps) can be measured."""
+before the steps and the tear-down after them (what a study pays outside its steps) can be measured.
+With the adaptive step count on, it also applies the run's stop rule to each step as it is logged."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.analysis.adaptive_steps import StopRule, stop_record
+from rlvr_scaling.analysis.metrics_file import is_positive_finite
 from rlvr_scaling.execution.failed_runs import now
 
 # How often the launcher looks: the times are good to about this.
 POLL_SECONDS = 1.0
+# Where the steps verl logged after the adaptive step count's stop are kept.
+AFTER_STOP = "metrics.after_stop.jsonl"
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """The adaptive step count's stop: after which step, what job.json keeps of it, and where in the
+    metrics file that step's line ends (what was logged past it is not the run's measurement)."""
+
+    step: int
+    record: dict[str, Any]
+    offset: int
 
 
 class StepClock:
-    def __init__(self, metrics: Path) -> None:
+    def __init__(
+        self, metrics: Path, rule: StopRule | None = None, on_stop: Callable[[EarlyStop], None] | None = None
+    ) -> None:
+        """`on_stop`: called once the rule holds, before the run's processes are ended (the launcher
+        records the stop first, so a launcher killed while it ends them leaves why in job.json)."""
         self.metrics = metrics
         self.offset = 0
         self.first: tuple[int, str] | None = None
         self.last: tuple[int, str] | None = None
+        self.rule = rule
+        self.seen: list[float] = []  # the time of each step 1, 2, ... (for the rule)
+        self.stop: EarlyStop | None = None
+        self.on_stop = on_stop
 
     def poll(self) -> None:
         """Read the complete lines written since the last look; a new step is stamped now."""
+        if self.stop is not None:  # the run is being stopped: nothing logged after its stop counts
+            return
         # A look that fails (no file yet, a stale handle on a network file system) is skipped: the
         # clock must never stop the run it watches.
         try:
@@ -35,16 +63,46 @@ class StepClock:
         except OSError:
             return
         complete = chunk[: chunk.rfind(b"\n") + 1]
-        self.offset += len(complete)
         stamp = now()
-        for line in complete.splitlines():
+        for line in complete.splitlines(keepends=True):
+            self.offset += len(line)
             try:
-                step = json.loads(line).get("step")
+                record = json.loads(line)
+                step = record.get("step")
             except (ValueError, AttributeError):
                 continue
             if isinstance(step, int) and not isinstance(step, bool):
                 self.first = self.first or (step, stamp)
                 self.last = (step, stamp)
+                self._apply_rule(step, record.get("data"))
+                if self.stop is not None:
+                    return
+
+    def cancel_stop(self) -> None:
+        """verl ended on its own, exit 0, as the rule held (it logged its last steps in the same
+        second): its end is judged as it is, and the steps after the stop are read as any others."""
+        self.stop, self.rule = None, None
+        self.poll()
+
+    def _apply_rule(self, step: int, data: Any) -> None:
+        """As StopRule.first_stop, one step at a time (the steps before did not stop the run)."""
+        if self.rule is None:
+            return
+        seconds = data.get("timing_s/step") if isinstance(data, dict) else None
+        if step != len(self.seen) + 1 or not is_positive_finite(seconds):
+            # Steps out of order or without a time: the run takes all its steps; its check names why.
+            self.rule = None
+            return
+        self.seen.append(float(seconds))
+        measured = self.seen[self.rule.warmup_steps :]
+        width = self.rule.stops_after(step, measured)
+        if width is not None:
+            self.stop = EarlyStop(step, stop_record(self.rule, step, measured, width), self.offset)
+            if self.on_stop is not None:
+                try:
+                    self.on_stop(self.stop)
+                except OSError:  # the record is kept again when the run ends; the stop goes on
+                    pass
 
     def record(self) -> dict[str, Any]:
         """For job.json: the first and last step seen and when (empty if no step was logged)."""
@@ -57,3 +115,18 @@ class StepClock:
             "last_step_logged": self.last[1],
             "poll_seconds": POLL_SECONDS,
         }
+
+
+def keep_steps_to_stop(metrics: Path, stop: EarlyStop) -> dict[str, int]:
+    """Keep the metrics file's steps up to the stop; what verl logged after it, before it was ended, goes
+    beside it to metrics.after_stop.jsonl. The kept part is a new file put in place by rename, never
+    verl's own cut short: a logger still alive on another node (its Ray actor outliving the cluster's
+    stop by a moment) writes at its own offset, and would leave a hole in a truncated file."""
+    content = metrics.read_bytes()
+    after = content[stop.offset :]
+    if after:
+        metrics.with_name(AFTER_STOP).write_bytes(after)
+        kept = metrics.with_name(f".{metrics.name}.kept")
+        kept.write_bytes(content[: stop.offset])
+        os.replace(kept, metrics)
+    return {"bytes_logged_after": len(after), "steps_logged_after": after.count(b"\n")}

@@ -23,6 +23,8 @@ RUN_FILES = (
     "job.json",
     "metrics.jsonl",
     "console.log",
+    # What verl logged after the adaptive step count stopped it (step_clock.AFTER_STOP): not measured.
+    "metrics.after_stop.jsonl",
     # Hydra's own record of the config verl resolved.
     "hydra/.hydra/config.yaml",
     "hydra/.hydra/overrides.yaml",

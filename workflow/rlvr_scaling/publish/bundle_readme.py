@@ -20,7 +20,9 @@ LAYOUT = (
     (
         "results/runs/<run>/",
         "per run: spec.json (what was asked), command.sh (the exact command), "
-        "job.json (where, when, in what image, how it ended), metrics.jsonl and console.log (verl's own output)",
+        "job.json (where, when, in what image, how it ended), metrics.jsonl and console.log (verl's own output); "
+        "metrics.after_stop.jsonl where the adaptive step count stopped the run (steps logged after the stop, "
+        "not measured)",
     ),
     ("results/summaries/<run>.json", "per run: the figures computed from its metrics and the checks it passed"),
     ("results/selection/<dataset>.json", "the sweep's choice of workload, with its rule and every point"),

@@ -29,7 +29,8 @@ def _files(crate: Any, names: list[str], described: dict[str, str]) -> dict[str,
 def _run_action(crate: Any, verl: Any, files: dict[str, Any], run_id: str, provenance: dict[str, Any]) -> None:
     base = f"results/runs/{run_id}/"
     inputs = [files[n] for n in (base + "spec.json", base + "command.sh") if n in files]
-    outputs = [files[n] for n in (base + "metrics.jsonl", base + "console.log") if n in files]
+    logs = ("metrics.jsonl", "console.log", "metrics.after_stop.jsonl")
+    outputs = [files[base + n] for n in logs if base + n in files]
     if f"results/summaries/{run_id}.json" in files:
         outputs.append(files[f"results/summaries/{run_id}.json"])
     times = {key: provenance[key] for key in ("start", "end") if provenance.get(key)}

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from rlvr_scaling.analysis.adaptive_report import adaptive_findings
 from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
 from rlvr_scaling.analysis.engine_fill import fill_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
@@ -23,7 +24,11 @@ def findings(study: StudyConfig, results: StudyResults) -> list[str]:
     lines += [f"- {finding}" for finding in fill_findings(results, study.scaling.strong_reference_nodes)]
     overhead = overhead_finding(overhead_rows(results), len(results.summaries))
     lines += ["", "## Outside the steps", "", overhead]
-    return [*lines, "", "## Cost: predicted against measured", "", cost_finding(cost_rows(results))]
+    lines += ["", "## Cost: predicted against measured", "", cost_finding(cost_rows(results))]
+    adaptive = adaptive_findings(results, study.adaptive_steps.rule())
+    if adaptive:
+        lines += ["", "## Adaptive step count", "", adaptive[0], *[f"- {line}" for line in adaptive[1:]]]
+    return lines
 
 
 def render_report(study: StudyConfig, results: StudyResults, tables: Path, figures: Path, output: Path) -> str:
@@ -39,7 +44,8 @@ def render_report(study: StudyConfig, results: StudyResults, tables: Path, figur
         "",
         f"Model {model.name} ({model.source}, revision {model.revision}), "
         f"GRPO with {algorithm.responses_per_prompt} responses per prompt, lr {algorithm.lr}, "
-        f"{algorithm.steps} steps per run of which the first {algorithm.warmup_steps} "
+        f"{'up to ' if study.adaptive_steps.enabled else ''}{algorithm.steps} steps per run of which the first "
+        f"{algorithm.warmup_steps} "
         "are warm-up and excluded.",
         "",
         "Throughput per GPU = (prompt + response tokens of all trajectories in a step) / (step time x GPUs). "

@@ -40,6 +40,8 @@ class Run:
     node_hours: float
     estimate: dict[str, float]
     identity: dict[str, Any]
+    # The adaptive step count's rule (analysis.adaptive_steps), None when the run takes all its steps.
+    adaptive_steps: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "pending": None}
@@ -120,6 +122,14 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
             "steps": algorithm.steps,
         },
         "parallel": cfg.parallel.to_dict(),
+        # A run that may stop early measures fewer steps: another run. Its warm-up enters too, as the
+        # rule counts measured steps after it: a run stopped after 3 measured steps of warm-up 1 has
+        # none with warm-up 5. Off, runs keep their ids and the warm-up stays the analysis's choice.
+        **(
+            {"adaptive_steps": {**cfg.adaptive_steps.rule(), "warmup_steps": algorithm.warmup_steps}}
+            if cfg.adaptive_steps.enabled
+            else {}
+        ),
         "nodes": nodes,
         "prompts": prompts,
         "concurrency": concurrency,
@@ -216,6 +226,7 @@ def make_run(
         node_hours=round(nodes * estimate["runtime_minutes"] / 60, 3),
         estimate=estimate,
         identity=identity,
+        adaptive_steps=cfg.adaptive_steps.rule(),
     )
 
 

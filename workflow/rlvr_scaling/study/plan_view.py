@@ -74,6 +74,11 @@ def plan_table(study: Study, plan: list[PlannedRun], root: Path, cost_of: CostOf
             "The sweeps are sequential (selection_rule.sweep_order): a point runs only if the sweep reaches it, "
             "so their node-hours are at most what is shown."
         )
+    if study.config.adaptive_steps.enabled:
+        lines.append(
+            f"The adaptive step count is on (adaptive_steps): a run may stop before its {study.config.algorithm.steps} "
+            "steps, so the node-hours of runs not done are at most what is shown."
+        )
     lines += [f"  pending {r.dataset} {'+'.join(r.series)} n{r.nodes}: {r.pending}" for r in pending]
     lines += site_replacements(study)
     return "\n".join(lines) + "\n"

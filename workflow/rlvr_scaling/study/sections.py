@@ -240,6 +240,19 @@ class Estimate(Section):
 
 
 @dataclass(frozen=True)
+class AdaptiveSteps(Section):
+    enabled: bool = False  # off: every run takes all algorithm.steps (the published study)
+    min_measured_steps: int = 8  # steps after the warm-up before a run may stop
+    relative_halfwidth: float = 0.05  # stop once the 95% interval of the mean step time is within this share
+
+    def rule(self) -> dict[str, Any] | None:
+        """What a run carries (plan.Run.adaptive_steps) and its id hashes: nothing while the count is off."""
+        if not self.enabled:
+            return None
+        return {"min_measured_steps": self.min_measured_steps, "relative_halfwidth": self.relative_halfwidth}
+
+
+@dataclass(frozen=True)
 class Budget(Section):
     node_hours: float | None = None  # None: no limit
 
@@ -261,3 +274,4 @@ class StudyConfig(Section):
     selection_rule: SelectionRule = field(default_factory=SelectionRule)
     estimate: Estimate = field(default_factory=Estimate)
     budget: Budget = field(default_factory=Budget)
+    adaptive_steps: AdaptiveSteps = field(default_factory=AdaptiveSteps)

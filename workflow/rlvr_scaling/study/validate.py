@@ -178,6 +178,15 @@ def _check_steps_and_selection(config: StudyConfig) -> None:
             algorithm.warmup_steps,
             f"it must be smaller than algorithm.steps = {algorithm.steps} (some steps must be measured)",
         )
+    adaptive = config.adaptive_steps
+    if adaptive.enabled and algorithm.warmup_steps + adaptive.min_measured_steps >= algorithm.steps:
+        raise ConfigError(
+            "adaptive_steps.min_measured_steps",
+            adaptive.min_measured_steps,
+            f"with algorithm.warmup_steps = {algorithm.warmup_steps} a run could stop no earlier than step "
+            f"{algorithm.warmup_steps + adaptive.min_measured_steps}, and it has only algorithm.steps = "
+            f"{algorithm.steps}: fewer measured steps, or more steps",
+        )
     names = ", ".join(config.datasets)
     for name in config.only_datasets or []:
         if name not in config.datasets:
