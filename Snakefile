@@ -51,3 +51,4 @@ rule all:
     default_target: True
     input:
         BUNDLE,
+        first_sweep_summaries(),

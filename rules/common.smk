@@ -62,6 +62,20 @@ def dataset_files(dataset):
     )
 
 
+def first_sweep_summaries():
+    """The summary of every sweep's first point: known without a checkpoint (a sequential sweep
+    always runs its first point). Snakemake 9 looks for missing output only from its targets and
+    takes a job whose input waits on a checkpoint as up to date while its output exists: after a
+    setting that changes every run's id (adaptive_steps), the old selection, index and report would
+    stand and the new sweep never start. A missing first summary, asked for by `all`, starts it.
+    """
+    return [
+        f"results/summaries/{PLAN.sweep_run_ids(dataset)[0]}.json"
+        for dataset in DATASETS
+        if not PLAN.is_pinned(dataset)
+    ]
+
+
 def selected_prompts(dataset):
     """The one-node workload: pinned in the config, else the sweep checkpoint's choice."""
     if PLAN.is_pinned(dataset):

@@ -421,3 +421,9 @@ def test_the_real_trainer_stops_early_and_the_study_reports_what_it_saved(workdi
     assert_no_run_processes()
     again = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout
     assert "rule run:" not in again
+    # Off, the runs are other runs (their ids change, the preflight's settings do not): the sweep starts
+    # again at its first point, though the old selection, index, report and bundle are all in place
+    # (rules/common.smk: first_sweep_summaries).
+    study.write_text(study.read_text().replace("adaptive_steps.enabled: true", "adaptive_steps.enabled: false"))
+    off = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout
+    assert off.count("rule run:") == 1 and "checkpoint sweep_step:" in off and "checkpoint selection:" in off, off
