@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -426,4 +427,7 @@ def test_the_real_trainer_stops_early_and_the_study_reports_what_it_saved(workdi
     # (rules/common.smk: first_sweep_summaries).
     study.write_text(study.read_text().replace("adaptive_steps.enabled: true", "adaptive_steps.enabled: false"))
     off = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout
-    assert off.count("rule run:") == 1 and "checkpoint sweep_step:" in off and "checkpoint selection:" in off, off
+    assert "checkpoint sweep_step:" in off and "checkpoint selection:" in off, off
+    planned = re.findall(r"output: results/runs/(\S+)", off)
+    assert len(planned) == 1 and planned[0].startswith("gsm8k-n1-p2-"), planned  # the new sweep's first point
+    assert planned[0] not in {d.name for d in run_dirs}

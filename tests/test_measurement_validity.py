@@ -49,7 +49,7 @@ def test_a_complete_run_is_valid(tmp_path: Path) -> None:
     path = write(tmp_path, "\n".join(good_lines()) + "\n")
     steps, problems = read_metrics_jsonl(path)
     assert measurement_problems(steps, problems, STEPS) == []
-    assert all(c.passed for c in validity_checks(RUN, STUDY, steps, problems))
+    assert all(c.passed for c in validity_checks(RUN, STUDY, steps, problems, {}))
     code, output = run_cli(str(path), "--steps", str(STEPS))
     assert code == 0 and "INVALID" not in output
 
@@ -84,7 +84,7 @@ def test_a_broken_measurement_is_invalid_and_named(tmp_path: Path, content, expe
     steps, problems = read_metrics_jsonl(path)
     found = measurement_problems(steps, problems, STEPS)
     assert any(expected in p for p in found), found
-    checks = validity_checks(RUN, STUDY, steps, problems)
+    checks = validity_checks(RUN, STUDY, steps, problems, {})
     assert not next(c for c in checks if c.name == "measurement").passed
     code, output = run_cli(str(path), "--steps", str(STEPS))
     assert code == 1 and "INVALID measurement" in output and expected in output, output
@@ -194,7 +194,7 @@ def test_mutated_metrics_files_give_a_verdict_or_a_clear_error_never_a_traceback
         if code == 1:
             assert "INVALID measurement" in output
         steps, problems = read_metrics_jsonl(path)
-        checks = validity_checks(RUN, STUDY, steps, problems)  # never raises on a broken record either
+        checks = validity_checks(RUN, STUDY, steps, problems, {})  # never raises on a broken record either
         assert next(c for c in checks if c.name == "measurement").passed == (code == 0)
     # the mutants reach every outcome: valid (e.g. swapped lines), INVALID, and no step at all
     assert all(outcomes.values()), outcomes

@@ -33,12 +33,11 @@ def validity_checks(
     study: dict[str, Any],
     steps: list[dict[str, Any]],
     reader_problems: list[str],
-    job: dict[str, Any] | None = None,
+    job: dict[str, Any],
 ) -> list[Check]:
     """Named checks; the ones after `measurement` read only the numeric values, so a broken record is
     reported by it and never raises here. `job`: the run's job.json (where the adaptive step count
     stopped it, if it did)."""
-    job = job or {}
     expected_lr = float(study["algorithm"]["lr"])
     checks = [measurement_check(steps, reader_problems, expected_steps(run, job))]
     stop = stop_check(run, job, steps)

@@ -218,9 +218,11 @@ def _run_in(
     console = directory.path("console.log")
     code, exit_status = execute(command_file, console, env, directory.token, timeout_s, before, clock)
     last_step = run.steps
-    if exit_status == "stopped early" and clock.stop is not None:
-        job.update(adaptive_stop={**clock.stop.record, **keep_steps_to_stop(metrics, clock.stop)})
-        last_step = clock.stop.step
+    if clock.stop is not None:  # also when a signal cut the stop short: why verl was ended stays on record
+        job.update(adaptive_stop=clock.stop.record)
+        if exit_status == "stopped early":
+            job["adaptive_stop"] = {**clock.stop.record, **keep_steps_to_stop(metrics, clock.stop)}
+            last_step = clock.stop.step
     outcome = judge(directory.staging, run.series, exit_status, last_step)
     job.update(end=now(), seconds=round(time.monotonic() - began, 1), exit_status=code, status=outcome.status)
     job.update(step_clock=clock.record())
