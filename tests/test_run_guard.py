@@ -44,6 +44,7 @@ LAUNCHER = textwrap.dedent(
     print(trainer.pid, flush=True)
     if release != "keep":
         guard.release(done=release == "done")
+        print("released", flush=True)
     time.sleep(300)
     """
 )
@@ -74,6 +75,10 @@ def _guarded_run(tmp_path: Path, release: str) -> tuple[Path, Path, str, subproc
     launcher, trainer = _start_launcher(staging, failed, token, release)
     # The trainer carries the token from its exec on (before it, a child has its parent's environment).
     _wait_until(lambda: trainer in processes_with_token(token))
+    if release != "keep":
+        # Killed before it let its guard go, the launcher is a killed launcher, and the guard rightly
+        # ends its run (a loaded CI machine did that to the released-guard test): wait for the release.
+        assert launcher.stdout.readline().strip() == "released"
     return staging, failed, token, launcher, trainer
 
 
