@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import pwd
 import shutil
+import signal
+import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,9 +104,57 @@ SLURM_TEST_ACCOUNT = os.environ.get("RLVR_SLURM_TEST_ACCOUNT", "rlvr-test")
 
 
 @pytest.fixture
-def slurm_workdir(workdir: Path) -> Path:
+def slurm_workdir(workdir: Path) -> Iterator[Path]:
     """A workdir that also sees the LUMI profile and the Slurm test profile layered on it."""
     (workdir / "lumi").symlink_to(REPO / "lumi")
     (workdir / "tests").mkdir()
     (workdir / "tests" / "slurm").symlink_to(REPO / "tests" / "slurm")
-    return workdir
+    yield workdir
+    _leave_the_cluster_empty(workdir)
+
+
+def _parent(pid: int) -> int:
+    # /proc/<pid>/stat: "pid (comm) state ppid ...", comm may hold spaces and parentheses.
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _descendants_working_in(directory: Path) -> list[int]:
+    """This test process's descendants (its Snakemake and what that started on this host) that work in
+    directory. Slurm's jobs descend from slurmstepd, not from here: scancel ends those, as on a cluster
+    (a slurmstepd killed by hand would drain its node)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or not Path(os.readlink(entry / "cwd")).is_relative_to(directory):
+                continue
+            pid = int(entry.name)
+            while pid > 1 and pid != os.getpid():
+                pid = _parent(pid)
+            if pid == os.getpid():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _leave_the_cluster_empty(workdir: Path, timeout: float = 120) -> None:
+    """A Slurm test that fails midway leaves its Snakemake and its jobs behind (CI once saw a failed
+    test's 200-step run hold a node and both cores through the next three tests, which then failed on
+    that). The tests after it count the queue: nothing of this test may outlive it."""
+    for signal_number in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _descendants_working_in(workdir):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal_number)
+        deadline = time.monotonic() + 15
+        while _descendants_working_in(workdir) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    if shutil.which("scancel") is None:
+        return
+    user = pwd.getpwuid(os.getuid()).pw_name
+    subprocess.run(["scancel", "-u", user], check=False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queue = subprocess.run(["squeue", "-h", "-u", user], capture_output=True, text=True, check=False)
+        if queue.returncode == 0 and not queue.stdout.strip():
+            return
+        time.sleep(1)

@@ -422,12 +422,21 @@ def test_the_real_trainer_stops_early_and_the_study_reports_what_it_saved(workdi
     assert_no_run_processes()
     again = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout
     assert "rule run:" not in again
-    # Off, the runs are other runs (their ids change, the preflight's settings do not): the sweep starts
-    # again at its first point, though the old selection, index, report and bundle are all in place
-    # (rules/common.smk: first_sweep_summaries).
-    study.write_text(study.read_text().replace("adaptive_steps.enabled: true", "adaptive_steps.enabled: false"))
-    off = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout
-    assert "checkpoint sweep_step:" in off and "checkpoint selection:" in off, off
-    planned = re.findall(r"output: results/runs/(\S+)", off)
+    # Another rule is another study: every run id changes, the preflight's settings do not. The sweep
+    # starts again at its first point though the old selection, index, report and bundle stand
+    # (rules/common.smk: first_sweep_summaries), and the study made again holds only the new runs: the
+    # selection and the index are the new sweep's, not the old ones on disk.
+    study.write_text(study.read_text().replace("relative_halfwidth: 0.9", "relative_halfwidth: 0.8"))
+    changed = snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout
+    assert "checkpoint sweep_step:" in changed and "checkpoint selection:" in changed, changed
+    planned = re.findall(r"output: results/runs/(\S+)", changed)
     assert len(planned) == 1 and planned[0].startswith("gsm8k-n1-p2-"), planned  # the new sweep's first point
-    assert planned[0] not in {d.name for d in run_dirs}
+    old_runs = {d.name for d in run_dirs}
+    assert planned[0] not in old_runs
+    snakemake(workdir, "--cores", "2", "--configfile", str(study))
+    new_runs = {d.name for d in (results / "runs").iterdir()} - old_runs
+    assert len(new_runs) == 2 and planned[0] in new_runs
+    assert json.loads((results / "selection" / "gsm8k.json").read_text())["selected"]["run_id"] in new_runs
+    index = json.loads((results / "index" / "gsm8k.json").read_text())
+    assert {entry["run_id"] for entry in index["runs"]} == new_runs
+    assert "Nothing to be done" in snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout

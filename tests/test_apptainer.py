@@ -36,9 +36,11 @@ def apptainer_workdir(slurm_workdir: Path) -> Path:
 
 
 def in_container(pid: int) -> bool:
-    """Apptainer marks every process it starts with APPTAINER_CONTAINER in its environment."""
+    """Whether the process's root is an Apptainer image: every image holds /.singularity.d, the host's
+    root does not. Not its environment: a process that retitles itself (Ray's ray::TaskRunnerV1.run)
+    may write its title over the start of /proc/<pid>/environ, where Apptainer's variables were."""
     try:
-        return b"\0APPTAINER_CONTAINER=" in b"\0" + Path(f"/proc/{pid}/environ").read_bytes()
+        return Path(f"/proc/{pid}/root/.singularity.d").is_dir()
     except OSError:
         return False
 

@@ -177,11 +177,22 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     assert len(job_ids) == 1
     # The site's RLVR_SLURM_JOB: ${SLURM_JOB_ID} reached verl's Ray workers expanded (through
     # `ray start`'s environment, not command.sh's shell).
-    workers = [pid for pid, command in token_processes() if command.startswith("ray::")]
-    assert workers, "no Ray worker of the run was found"
-    for pid in workers:
+    # A Ray worker that retitles itself (ray::TaskRunnerV1.run) may write its title over the start of
+    # /proc/<pid>/environ: where the variable is still readable it must be the job's id, and it must
+    # be readable in at least one worker. The raylet (not retitled) hands its environment to them.
+    processes = token_processes()
+    workers = [pid for pid, command in processes if command.startswith("ray::")]
+    raylets = [pid for pid, command in processes if "/raylet/raylet" in command]
+    assert workers and raylets, f"no Ray worker or raylet of the run was found: {processes}"
+    expected = f"RLVR_SLURM_JOB={job_ids[0]}".encode()
+    seen_values = []
+    for pid in raylets + workers:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        assert f"RLVR_SLURM_JOB={job_ids[0]}".encode() in environ, [e for e in environ if b"RLVR_SLURM" in e]
+        values = [e for e in environ if e.startswith(b"RLVR_SLURM_JOB=")]
+        assert values in ([], [expected]), (pid, values)
+        assert pid in workers or values == [expected], (pid, [e for e in environ if b"RLVR_SLURM" in e])
+        seen_values += values
+    assert len(seen_values) > len(raylets), "RLVR_SLURM_JOB was readable in no Ray worker"
     subprocess.run(["scancel", job_ids[0]], check=True)
     output, _ = process.communicate(timeout=600)
     assert process.returncode != 0 and "Error in rule run" in output
