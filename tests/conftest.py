@@ -150,11 +150,12 @@ def _leave_the_cluster_empty(workdir: Path, timeout: float = 120) -> None:
             time.sleep(0.5)
     if shutil.which("scancel") is None:
         return
-    user = pwd.getpwuid(os.getuid()).pw_name
-    subprocess.run(["scancel", "-u", user], check=False)
+    # Only the test account's jobs: a developer's other jobs on a real cluster are not this test's.
+    mine = ["-u", pwd.getpwuid(os.getuid()).pw_name, "-A", SLURM_TEST_ACCOUNT]
+    subprocess.run(["scancel", *mine], check=False)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        queue = subprocess.run(["squeue", "-h", "-u", user], capture_output=True, text=True, check=False)
+        queue = subprocess.run(["squeue", "-h", *mine], capture_output=True, text=True, check=False)
         if queue.returncode == 0 and not queue.stdout.strip():
             return
         time.sleep(1)

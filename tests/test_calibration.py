@@ -97,3 +97,10 @@ def test_the_cost_table_prices_every_run_from_the_other_runs(tmp_path: Path) -> 
     assert len(rows) == len([s for s in results.summaries.values() if s.valid])
     finding = cost_finding(list(rows.values()))
     assert finding.startswith(f"Over the {len(rows)} runs that recorded their times, the site's estimate predicted ")
+    assert all(r["stopped_after_step"] is None for r in rows.values()) and "stopped early" not in finding
+    # A run the adaptive step count stopped: the site's estimate is said to be an upper bound for it.
+    row["stopped_after_step"] = 4
+    assert cost_finding(list(rows.values())).endswith(
+        " 1 of these runs were stopped early by the adaptive step count: the site's estimate priced all "
+        "their configured steps (an upper bound), the calibration the steps they took."
+    )

@@ -36,15 +36,17 @@ def adaptive_findings(results: StudyResults, rule: dict[str, Any] | None) -> lis
     described = f" ({describe_rule(rule)})" if rule else ""
     if not stopped:
         return [f"The adaptive step count was on{described}, but no run stopped early: every run took all its steps."]
+    under_the_rule = [s for s in runs if _under_the_rule(s)]
     saved = sum(steps_not_run_node_hours(s) for s in stopped)
-    spent = sum(s.nodes * s.overhead["wall_s"] / 3600 for s in runs)
+    # The share is of what the runs made with the rule cost; a run made without it could not have saved.
+    spent = sum(s.nodes * s.overhead["wall_s"] / 3600 for s in under_the_rule)
     taken = sorted({s.adaptive_stop["step"] for s in stopped})
     after = str(taken[0]) if len(taken) == 1 else f"{taken[0]} to {taken[-1]}"
     configured = sorted({s.adaptive_stop["configured_steps"] for s in stopped})
     of = f"their {configured[0]}" if len(configured) == 1 else f"their {configured[0]} to {configured[-1]}"
     lines = [
         f"The adaptive step count{described} stopped {len(stopped)} of "
-        f"{sum(_under_the_rule(s) for s in runs)} runs made with it early, after {after} of {of} steps. "
+        f"{len(under_the_rule)} runs made with it early, after {after} of {of} steps. "
         f"The steps not run would have cost about {saved:.3g} node-hours at each run's mean step time: "
         f"{saved / (spent + saved):.0%} of the {spent + saved:.3g} node-hours the runs would have taken in all."
     ]

@@ -44,6 +44,8 @@ def cost_rows(results: StudyResults) -> list[dict[str, Any]]:
                     "measured_node_hours": measured,
                     "estimate_error": _error(run.estimated_node_hours, measured),
                     "calibrated_error": _error(calibrated, measured),
+                    # The site's estimate priced every configured step; a stopped run paid for fewer.
+                    "stopped_after_step": run.adaptive_stop["step"] if run.adaptive_stop else None,
                     "run_id": run.run_id,
                 }
             )
@@ -67,8 +69,15 @@ def cost_finding(rows: list[dict[str, Any]]) -> str:
         return "No run recorded its start and end with its steps: no cost to compare."
     errors = [r["calibrated_error"] for r in rows if not math.isnan(r["calibrated_error"])]
     spread = f"; per run {min(errors):+.0%} to {max(errors):+.0%}" if errors else ""
+    stopped = sum(r.get("stopped_after_step") is not None for r in rows)
+    upper_bounds = (
+        f" {stopped} of these runs were stopped early by the adaptive step count: the site's estimate "
+        "priced all their configured steps (an upper bound), the calibration the steps they took."
+        if stopped
+        else ""
+    )
     return (
         f"Over the {len(rows)} runs that recorded their times, the site's estimate predicted "
         f"{_total(rows, 'estimated_node_hours')}, and the calibration from the other runs "
-        f"{_total(rows, 'calibrated_node_hours')}{spread} (cost table)."
+        f"{_total(rows, 'calibrated_node_hours')}{spread} (cost table).{upper_bounds}"
     )

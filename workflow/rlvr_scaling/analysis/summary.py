@@ -115,7 +115,8 @@ def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> RunSummary:
 
 def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
     """`warmup_steps`: the study's, which the workflow passes (warm-up is the analysis's choice, not
-    part of a run's identity: changing it re-summarises the runs and reruns none); None: the run's own."""
+    part of a run's identity while adaptive_steps is off: changing it re-summarises the runs and reruns
+    none); None: the run's own."""
     spec = json.loads((run_dir / "spec.json").read_text())
     job = json.loads((run_dir / "job.json").read_text())
     run = spec["run"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.execution.step_clock import AFTER_STOP
 from rlvr_scaling.fsutil import json_text, relative_to_root
 from rlvr_scaling.inputs.container import recipe_path, record_path
 from rlvr_scaling.publish.secrets import redact_record, scrub_text, secret_values_of_environment
@@ -23,8 +24,8 @@ RUN_FILES = (
     "job.json",
     "metrics.jsonl",
     "console.log",
-    # What verl logged after the adaptive step count stopped it (step_clock.AFTER_STOP): not measured.
-    "metrics.after_stop.jsonl",
+    # What verl logged after the adaptive step count stopped it: not measured.
+    AFTER_STOP,
     # Hydra's own record of the config verl resolved.
     "hydra/.hydra/config.yaml",
     "hydra/.hydra/overrides.yaml",

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.execution.step_clock import AFTER_STOP
 
 PROFILES = {
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
@@ -29,7 +30,7 @@ def _files(crate: Any, names: list[str], described: dict[str, str]) -> dict[str,
 def _run_action(crate: Any, verl: Any, files: dict[str, Any], run_id: str, provenance: dict[str, Any]) -> None:
     base = f"results/runs/{run_id}/"
     inputs = [files[n] for n in (base + "spec.json", base + "command.sh") if n in files]
-    logs = ("metrics.jsonl", "console.log", "metrics.after_stop.jsonl")
+    logs = ("metrics.jsonl", "console.log", AFTER_STOP)
     outputs = [files[base + n] for n in logs if base + n in files]
     if f"results/summaries/{run_id}.json" in files:
         outputs.append(files[f"results/summaries/{run_id}.json"])
