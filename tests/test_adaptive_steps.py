@@ -160,6 +160,27 @@ def test_verl_ending_on_its_own_as_the_rule_holds_is_judged_as_it_ended(tmp_path
     assert (code, status) == (0, "succeeded") and clock.stop is None and clock.record()["last_step"] == 11
 
 
+class _EndsUnseen:
+    """A test double for verl's Popen: still running when the launcher's wait gives up, ended (exit 0)
+    by the time the clock has read its steps; the real process cannot be made to hit that instant."""
+
+    args = "verl"
+
+    def wait(self, timeout: float | None = None) -> int:
+        raise subprocess.TimeoutExpired(self.args, timeout or 0)
+
+    def poll(self) -> int:
+        return 0
+
+
+def test_verl_ending_between_the_wait_and_the_look_is_judged_as_it_ended(tmp_path: Path) -> None:
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_bytes(b"".join(metrics_line(step, seconds) for step, seconds in enumerate(STEADY, 1)))
+    clock = StepClock(metrics, rule())
+    assert wait_watching(_EndsUnseen(), 30, clock) == 0  # type: ignore[arg-type]
+    assert clock.stop is None and clock.record()["last_step"] == 11
+
+
 def test_verl_failing_after_the_step_where_the_rule_held_stopped_there(tmp_path: Path) -> None:
     # Steps 1..6 logged, then a crash, all before the clock's first look: the rule held after step 4,
     # so the run stopped there (a look a second earlier would have ended it); steps 5 and 6 are not

@@ -93,6 +93,14 @@ def test_the_cost_table_prices_every_run_from_the_other_runs(tmp_path: Path) -> 
     assert row["measured_node_hours"] == pytest.approx(measured)
     assert row["estimated_node_hours"] == pytest.approx(point.run.node_hours)
     assert row["calibrated_error"] == pytest.approx((expected - measured) / measured)
+    # A run the adaptive step count stopped paid for the steps verl logged after the stop as well.
+    summary = results.summaries[point.run.run_id]
+    summary.adaptive_stop = {"step": len(point.steps), "steps_logged_after": 2}
+    paid = [r for r in cost_rows(results) if r["run_id"] == point.run.run_id][0]
+    step_time = intercept + slope * point.run.trajectories_per_engine
+    assert paid["calibrated_node_hours"] == pytest.approx(expected + 2 * step_time / 3600)
+    assert paid["stopped_after_step"] == len(point.steps)
+    summary.adaptive_stop = None
     # Every valid run has a row; the report states the totals.
     assert len(rows) == len([s for s in results.summaries.values() if s.valid])
     finding = cost_finding(list(rows.values()))
@@ -101,6 +109,6 @@ def test_the_cost_table_prices_every_run_from_the_other_runs(tmp_path: Path) -> 
     # A run the adaptive step count stopped: the site's estimate is said to be an upper bound for it.
     row["stopped_after_step"] = 4
     assert cost_finding(list(rows.values())).endswith(
-        " 1 of these runs were stopped early by the adaptive step count: the site's estimate priced all "
-        "their configured steps (an upper bound), the calibration the steps they took."
+        " Of these runs, 1 was stopped early by the adaptive step count: the site's estimate priced every "
+        "configured step, the calibration only the steps paid for."
     )

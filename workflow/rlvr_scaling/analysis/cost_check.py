@@ -21,7 +21,9 @@ def calibrated_without(run: RunSummary, valid: list[RunSummary]) -> float | None
     others = [s for s in valid if s.run_id != run.run_id]
     sweep = [s for s in others if s.dataset == run.dataset and "sweep" in s.series]
     calibration = calibration_from({run.dataset: sweep}, others)
-    return calibration.predict(run.dataset, run.nodes, len(run.steps), run.trajectories_per_engine, None)
+    # The steps it paid for: a stopped run's include those verl logged after the stop, before it ended.
+    paid_steps = len(run.steps) + (run.adaptive_stop or {}).get("steps_logged_after", 0)
+    return calibration.predict(run.dataset, run.nodes, paid_steps, run.trajectories_per_engine, None)
 
 
 def cost_rows(results: StudyResults) -> list[dict[str, Any]]:
@@ -71,8 +73,8 @@ def cost_finding(rows: list[dict[str, Any]]) -> str:
     spread = f"; per run {min(errors):+.0%} to {max(errors):+.0%}" if errors else ""
     stopped = sum(r.get("stopped_after_step") is not None for r in rows)
     upper_bounds = (
-        f" {stopped} of these runs were stopped early by the adaptive step count: the site's estimate "
-        "priced all their configured steps (an upper bound), the calibration the steps they took."
+        f" Of these runs, {stopped} {'was' if stopped == 1 else 'were'} stopped early by the adaptive step "
+        "count: the site's estimate priced every configured step, the calibration only the steps paid for."
         if stopped
         else ""
     )

@@ -86,6 +86,8 @@ def wait_watching(process: subprocess.Popen, timeout_s: float | None, clock: Ste
             # before the launcher's own tear-down (Ray, processes) is counted as the run's.
             clock.poll()
             if clock.stop is not None:
+                # verl may have ended between the wait and the look: judged as it ended, as above.
+                code = process.poll() if code is None else code
                 if code != 0:
                     raise StopRequested
                 clock.cancel_stop()
