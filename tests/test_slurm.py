@@ -237,8 +237,11 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
     )
     assert state == "TIMEOUT" and limit == "2" and int(elapsed) >= 120, (state, elapsed, limit)
     console = (failed[0] / "console.log").read_text(errors="replace")
+    # In its training loop: verl's progress bar is up. Not a finished step: on a loaded CI machine the
+    # start-up alone once took 100 of the 120 s (stop 27), and the first step did not end in time.
+    assert "ready to fit" in console and "Training Progress:" in console, console[-2000:]
     reached = [int(m) for m in re.findall(r"step:(\d+) ", console)]
-    assert reached and max(reached) < steps, reached[-3:]
+    assert not reached or max(reached) < steps, reached[-3:]
     our_jobs_gone()
     assert_no_run_processes()
 
