@@ -3,6 +3,9 @@ import os
 import shlex
 import sys
 
+from snakemake.exceptions import IncompleteCheckpointException
+from snakemake.io import checkpoint_target
+
 from rlvr_scaling.study.config import typed_command_line
 from rlvr_scaling.snakemake_api import (
     Lookup,
@@ -80,8 +83,15 @@ def selected_prompts(dataset):
     """The one-node workload: pinned in the config, else the sweep checkpoint's choice."""
     if PLAN.is_pinned(dataset):
         return STUDY.config.selection[dataset]
-    selection = checkpoints.selection.get(dataset=dataset).output[0]
-    return PLAN.read_selected(selection)
+    checkpoints.selection.get(dataset=dataset)
+    selected = PLAN.selected_in_this_sweep(dataset)
+    if selected is None:
+        # Snakemake may count a selection left by a study with other run ids as made; this study's
+        # is yet to be made (its sweep's summaries are newer), so wait for the checkpoint.
+        selection_rule = checkpoints.selection.rule
+        target = selection_rule.expand_output({"dataset": dataset})[0][0]
+        raise IncompleteCheckpointException(selection_rule, checkpoint_target(target))
+    return selected
 
 
 def scaling_run_ids(dataset, series):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.selection_io import current_plan, read_sweep_step, sweep_run_ids
+from rlvr_scaling.analysis.selection_io import current_plan, read_selection, read_sweep_step, sweep_run_ids
 from rlvr_scaling.analysis.sweep_order import SEQUENTIAL
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.preflight import preflight_nodes
@@ -97,10 +97,11 @@ class Lookup:
     def is_pinned(self, dataset: str) -> bool:
         return self._pinned.get(dataset) is not None
 
-    def read_selected(self, selection_file: str) -> int:
-        from rlvr_scaling.analysis.selection_io import read_selection_file
-
-        return read_selection_file(Path(selection_file))
+    def selected_in_this_sweep(self, dataset: str) -> int | None:
+        """The selection on disk if it was chosen from this study's sweep, else None: a selection left
+        by a study whose runs had other ids (the adaptive step count switched on, say) is stale, as
+        the plan (read_selection) already holds it to be."""
+        return read_selection(self.root, dataset, set(self.sweep_run_ids(dataset)))
 
     def run(self, run_id: str) -> Run:
         return find_run(self._plan(), run_id)
