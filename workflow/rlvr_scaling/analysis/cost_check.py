@@ -72,7 +72,7 @@ def cost_finding(rows: list[dict[str, Any]]) -> str:
     errors = [r["calibrated_error"] for r in rows if not math.isnan(r["calibrated_error"])]
     spread = f"; per run {min(errors):+.0%} to {max(errors):+.0%}" if errors else ""
     stopped = sum(r.get("stopped_after_step") is not None for r in rows)
-    upper_bounds = (
+    stopped_note = (
         f" Of these runs, {stopped} {'was' if stopped == 1 else 'were'} stopped early by the adaptive step "
         "count: the site's estimate priced every configured step, the calibration only the steps paid for."
         if stopped
@@ -81,5 +81,5 @@ def cost_finding(rows: list[dict[str, Any]]) -> str:
     return (
         f"Over the {len(rows)} runs that recorded their times, the site's estimate predicted "
         f"{_total(rows, 'estimated_node_hours')}, and the calibration from the other runs "
-        f"{_total(rows, 'calibrated_node_hours')}{spread} (cost table).{upper_bounds}"
+        f"{_total(rows, 'calibrated_node_hours')}{spread} (cost table).{stopped_note}"
     )
