@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,12 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.paths import link_workflow
 
-# Every run token of this test process carries its pytest-xdist worker's name (the launcher reads
-# RLVR_RUN_TOKEN_TAG), so each worker's process checks see only its own runs.
-os.environ["RLVR_RUN_TOKEN_TAG"] = os.environ.get("PYTEST_XDIST_WORKER", "main")
+# Every run token of this test process carries a tag of its own (the launcher reads
+# RLVR_RUN_TOKEN_TAG): its pytest-xdist worker's name and this test session's id, so each worker's
+# process checks see only its own runs, never another worker's or another clone's suite beside it
+# (two clones' workers are both called gw0). No "-": a token is "<tag>-<uuid>".
+_SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+os.environ["RLVR_RUN_TOKEN_TAG"] = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}x{_SESSION[:16]}".replace("-", "")
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -159,3 +163,18 @@ def _leave_the_cluster_empty(workdir: Path, timeout: float = 120) -> None:
         if queue.returncode == 0 and not queue.stdout.strip():
             return
         time.sleep(1)
+
+
+@pytest.fixture(scope="session")
+def local_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The study `make demo` runs (the default config on the local site: both datasets, 8 runs of the
+    real verl trainer on CPU), made once for the session. Every check of a finished local study reads
+    it (tests/test_local_study.py, xdist group local-engine, so that one worker makes it) and leaves
+    it as it found it."""
+    from .workflow_helpers import snakemake  # after this module has set the run token's tag
+
+    workdir = link_workflow(tmp_path_factory.mktemp("local-study"))
+    # Results outside the working directory, as LUMI keeps them on scratch (storage.results).
+    scratch = {"RLVR_RESULTS_ROOT": str(workdir.parent / f"{workdir.name}-scratch" / "results")}
+    snakemake(workdir, "--cores", "2", env=scratch)
+    return workdir

@@ -117,7 +117,10 @@ def peak_memory(run: FabricatedRun) -> float:
 
 
 def datasets(fs: FabricatedStudy) -> list[str]:
-    return list(fs.study.datasets)
+    # Tables list datasets by name (the bundled config keeps its keys sorted, so a reader recomputing
+    # the tables could know no other order); the study file lists gsm8k first, so the two differ here.
+    assert list(fs.study.datasets) == ["gsm8k", "dapo_math"]
+    return ["dapo_math", "gsm8k"]
 
 
 def expected_weak(fs: FabricatedStudy) -> list[dict[str, Any]]:
@@ -483,20 +486,26 @@ def test_intervals_bracket_the_estimate_with_a_plausible_width(fabricated: Fabri
         if not denominator:
             # an interval of the mean lies inside the range of the measured steps
             assert min(numerator) <= low and high <= max(numerator), label
-        # a 95% interval is about 2 x 1.96 standard errors wide: a percentile interval of few blocks a bit
-        # less, a t interval with few degrees of freedom up to ~1.7 times more; an interval of the
-        # steps' spread rather than of their mean would be sqrt(19) = 4.4 times wider
+        # a 95% interval is about 2 x 1.96 standard errors wide; the t quantile of 4 blocks (3.18)
+        # makes it up to 1.6 times wider, the bootstrap's own noise over 4 blocks moves it either way
+        # (0.80 to 2.14 over these 36 intervals). An interval of the steps' spread rather than of
+        # their mean would be sqrt(19) = 4.4 times wider, one with 1.96 instead of the t quantile at
+        # most 0.62 x 2.14 = 1.3 and as low as 0.5.
         ratio = (high - low) / (2 * normal_half_width(numerator, denominator))
         if "n1 efficiency" in label or "n4 speedup" in label:
             continue  # a run against itself: see test_base_row_interval_is_the_point
-        assert 0.4 < ratio < 3.0, (label, ratio)
+        assert 0.7 < ratio < 2.4, (label, ratio)
 
 
 def test_intervals_are_reproducible(fabricated: FabricatedStudy) -> None:
-    first = [c[:4] for c in interval_columns(fabricated)]
-    assert first == [c[:4] for c in interval_columns(fabricated)]
-    # summarising a run directory again gives the same stored intervals (fixed seed)
+    # The stored interval is the documented bootstrap (stats.BOOTSTRAP_METHOD, seed 0) of the run's
+    # measured steps as fabricated here, not of anything the summary derived; another seed gives
+    # another interval, so the seed is what makes it reproducible.
     run = fabricated.run("gsm8k", "weak", 16)
+    stored = fabricated.results.summaries[run.run.run_id].measured
+    assert stored.throughput_per_gpu.ci95 == pytest.approx(stats.bootstrap_ci([throughputs(run)], seed=0), rel=1e-12)
+    assert stored.throughput_per_gpu.ci95 != pytest.approx(stats.bootstrap_ci([throughputs(run)], seed=1), rel=1e-6)
+    # summarising a run directory again gives the same stored intervals (fixed seed)
     stored = fabricated.results.summaries[run.run.run_id].measured
     again = summarize_run(run.run_dir).measured
     assert again.throughput_per_gpu.ci95 == stored.throughput_per_gpu.ci95

@@ -96,6 +96,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     seen: dict[int, tuple[str, bool]] = {}  # every process of the run: its command, inside the image?
     executables: dict[int, str] = {}  # ...and the program it runs (as the process sees its files)
     tokens: dict[int, str] = {}  # ...and the run (or preflight) it belongs to
+    slurm_job: dict[int, list[bytes]] = {}  # ...and the RLVR_SLURM_JOB it sees (the site's ${SLURM_JOB_ID})
     deadline = time.monotonic() + 1500
     while process.poll() is None and time.monotonic() < deadline:
         for pid, command in token_processes():
@@ -105,6 +106,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
             try:
                 executables[pid] = os.readlink(f"/proc/{pid}/exe")
                 environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                slurm_job[pid] = [e for e in environ if e.startswith(b"RLVR_SLURM_JOB=")]
                 tokens[pid] = next(e for e in environ if e.startswith(b"RLVR_RUN_TOKEN=")).decode()
             except (OSError, StopIteration):
                 pass
@@ -138,9 +140,21 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     raylets = sorted(tokens.get(pid, "?") for pid, (c, _) in seen.items() if "/raylet/raylet" in c)
     assert len(raylets) == 4 and len(set(raylets)) == 2 and raylets.count(raylets[0]) == 2, raylets
     raylets = [c for pid, (c, _) in seen.items() if "/raylet/raylet" in c and tokens.get(pid) == raylets[-1]]
+    # The run's own token: its trainer's (the preflight starts no trainer).
+    [run_token] = {tokens[pid] for pid, (c, _) in seen.items() if "-m verl.trainer.main_ppo" in c and pid in tokens}
     workers = [(c, inside) for c, inside in seen.values() if c.startswith(("ray::WorkerDict", "ray::HFGeneration"))]
     assert len(raylets) == 2, raylets
     assert len(workers) >= 2, sorted(c for c, _ in seen.values())
+    # The site's RLVR_SLURM_JOB: ${SLURM_JOB_ID} reached verl's Ray workers expanded, through `ray
+    # start`'s environment (not command.sh's shell). A worker that retitles itself
+    # (ray::TaskRunnerV1.run) may write its title over the start of /proc/<pid>/environ: where the
+    # variable is still readable it must be the run's job id, and it must be readable in some worker.
+    expected = [f"RLVR_SLURM_JOB={job['slurm_job_id']}".encode()]
+    run_workers = [pid for pid, (c, _) in seen.items() if c.startswith("ray::") and tokens.get(pid) == run_token]
+    assert all(slurm_job.get(pid) in ([], expected, None) for pid in run_workers), {
+        p: slurm_job.get(p) for p in run_workers
+    }
+    assert any(slurm_job.get(pid) == expected for pid in run_workers), "RLVR_SLURM_JOB was readable in no Ray worker"
     engine = [(c, inside) for c, inside in seen.values() if engine_process(c)]
     assert [c[:100] for c, inside in engine if not inside] == []
     # The image's own Python ran all of it, the join probe too: no process of the run used the host's

@@ -12,7 +12,7 @@ import pytest
 from rlvr_scaling import paths
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.snakemake_api import Lookup
-from rlvr_scaling.study.budget import check_budget, study_cost
+from rlvr_scaling.study.budget import Cost, check_budget, study_cost
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
 
@@ -38,6 +38,14 @@ def test_the_published_study_fits_a_budget_of_its_estimate_and_not_one_below(tmp
     assert message.startswith("budget.node_hours is 100, but the study needs 176.")
     assert f"{costliest.run_id} ({costliest.nodes} nodes) {costliest.node_hours:.2f}" in message
     assert "Nothing more is submitted" in message and "and 10 more" in message
+
+
+def test_a_study_that_spends_exactly_its_budget_is_within_it() -> None:
+    # The budget is what the study may spend: 1.0 spent + 1.5 planned (sums exact in binary) fits 2.5.
+    run = next(iter(known_runs(build_plan(_study(None), root=Path("/nonexistent")))))
+    assert not Cost(budget=2.5, spent=1.0, to_run=[(run, 1.5)], basis="estimate").over
+    assert Cost(budget=2.4375, spent=1.0, to_run=[(run, 1.5)], basis="estimate").over
+    assert not Cost(budget=None, spent=1.0, to_run=[(run, 1.5)], basis="estimate").over
 
 
 def test_a_finished_run_counts_what_it_measured_not_its_estimate(tmp_path: Path) -> None:

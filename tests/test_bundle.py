@@ -56,8 +56,10 @@ def test_the_bundle_holds_what_a_reader_needs_to_check_every_number(published, a
             assert f"results/runs/{run_id}/{path.name}" in members, (run_id, path.name)
         assert f"results/runs/{run_id}/spec.json" in members and f"results/runs/{run_id}/job.json" in members
         assert f"results/runs/{run_id}/{'console.log' if run.failed else 'metrics.jsonl'}" in members
+    assert made.selections
     for dataset in made.selections:
-        assert json.loads(members[f"results/selection/{dataset}.json"])["rule"]["tolerance"] >= 0
+        # the selection with the rule it was made by (config/config.yaml's selection_rule)
+        assert json.loads(members[f"results/selection/{dataset}.json"])["rule"]["tolerance"] == 0.02
     assert {f"results/tables/{p.name}" for p in published.tables.iterdir()} <= set(members)
     assert {f"results/figures/{p.name}" for p in published.figures.iterdir()} <= set(members)
     assert json.loads(members["study/config.json"]) == json.loads(json.dumps(made.study.config.to_dict()))
@@ -150,6 +152,20 @@ def test_verify_passes_on_the_bundle_recomputing_every_number(published, archive
     )
 
 
+@pytest.mark.parametrize("order", [["gsm8k", "dapo_math"], ["dapo_math", "gsm8k"]])
+def test_the_bundle_verifies_whatever_order_its_config_lists_the_datasets_in(archive, tmp_path, order) -> None:
+    # `make demo` once ended red here: its bundled config listed dapo_math first, its tables gsm8k
+    # first, and verify recomputed the tables in the config's order (28 mismatches). The tables'
+    # order is now one definition (results_io.reading_order), whatever the study file or a record says.
+    def reorder(members: dict[str, bytes]) -> None:
+        config = json.loads(members["study/config.json"])
+        config["datasets"] = {name: config["datasets"][name] for name in order}
+        members["study/config.json"] = json.dumps(config).encode()
+
+    code, out = _verify_cli(_tampered(archive, tmp_path / "reordered.tar.gz", reorder, update_sums=True))
+    assert code == 0, out
+
+
 def _tampered(archive: Path, output: Path, change, update_sums: bool) -> Path:
     top, members = read_archive(archive)
     change(members)
@@ -165,6 +181,30 @@ def test_verify_names_a_tampered_file(archive, tmp_path) -> None:
 
     code, out = _verify_cli(_tampered(archive, tmp_path / "t.tar.gz", change, update_sums=False))
     assert code == 1 and "MISMATCH README.md: its sha256 is not the one SHA256SUMS lists" in out, out
+
+
+def test_verify_checks_every_listed_checksum_and_names_every_file_the_list_lacks(archive, tmp_path) -> None:
+    # Every member changed, SHA256SUMS left as it was: each one is named, none skipped.
+    def change_all(members: dict[str, bytes]) -> None:
+        for name in [n for n in members if n != SUMS]:
+            members[name] += b"\n"
+
+    code, out = _verify_cli(_tampered(archive, tmp_path / "all.tar.gz", change_all, update_sums=False))
+    _, members = read_archive(archive)
+    listed = set(read_sums(members[SUMS].decode()))
+    assert code == 1 and listed == set(members) - {SUMS}
+    named = set(re.findall(r"MISMATCH (\S+): its sha256 is not the one SHA256SUMS lists", out))
+    assert named == listed, sorted(listed - named)[:5]
+
+    # A file the list does not name (its line dropped) is named as added, whatever else holds.
+    command = next(n for n in members if n.endswith("/job.json"))
+
+    def unlist(members: dict[str, bytes]) -> None:
+        lines = members[SUMS].decode().splitlines(keepends=True)
+        members[SUMS] = "".join(line for line in lines if not line.rstrip().endswith(f"  {command}")).encode()
+
+    code, out = _verify_cli(_tampered(archive, tmp_path / "unlisted.tar.gz", unlist, update_sums=False))
+    assert code == 1 and f"MISMATCH {command}: in the bundle but not listed in SHA256SUMS (added)" in out, out
 
 
 def test_verify_names_a_changed_metric_down_to_the_table_row_and_column(published, archive, tmp_path) -> None:
@@ -196,7 +236,8 @@ def test_verify_names_a_changed_table_cell(archive, tmp_path) -> None:
     code, out = _verify_cli(_tampered(archive, tmp_path / "c.tar.gz", change, update_sums=True))
     assert code == 1
     assert (
-        "table strong_scaling, row 2 (dataset=gsm8k, nodes=" in out and "column speedup: '9.99' in the bundle" in out
+        "table strong_scaling, row 2 (dataset=dapo_math, nodes=" in out
+        and "column speedup: '9.99' in the bundle" in out
     ), out
 
 
@@ -267,6 +308,28 @@ TAMPERINGS = {
     ),
     "index numbers": (_set_run_field("nodes", 7), "results/index/gsm8k.json: runs[0].nodes is 7 in the bundle"),
     "index path": (_set_run_field("summary", "/etc/passwd"), "results/index/gsm8k.json: runs named outside the bundle"),
+    # The index's verdict on a run and its selection are recomputed, not taken from the index.
+    "index valid flag": (
+        lambda m: _edit_json(
+            m, "results/index/gsm8k.json", lambda i: i["runs"][0].update(valid=not i["runs"][0]["valid"])
+        ),
+        "results/index/gsm8k.json: runs[0].valid is",
+    ),
+    "index selection": (
+        lambda m: _edit_json(m, "results/index/gsm8k.json", lambda i: i["selection"]["selected"].update(prompts=7)),
+        "results/index/gsm8k.json: selection.selected.prompts is 7 in the bundle",
+    ),
+    # The Markdown and LaTeX tables are made again too, not only the CSV.
+    "markdown table": (
+        lambda m: m.update(
+            {"results/tables/weak_scaling.md": m["results/tables/weak_scaling.md"].replace(b"|", b"| 9", 3)}
+        ),
+        "results/tables/weak_scaling.md: differs from the table recomputed from the summaries",
+    ),
+    "latex table": (
+        lambda m: m.update({"results/tables/strong_scaling.tex": m["results/tables/strong_scaling.tex"] + b"% 9.99\n"}),
+        "results/tables/strong_scaling.tex: differs from the table recomputed from the summaries",
+    ),
     "pinned workload": (
         lambda m: _edit_json(m, "study/config.json", lambda c: c["selection"].update(dapo_math=20)),
         "results/index/dapo_math.json: selection.prompts is 10 in the bundle, recomputed 20",

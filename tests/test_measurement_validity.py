@@ -54,6 +54,34 @@ def test_a_complete_run_is_valid(tmp_path: Path) -> None:
     assert code == 0 and "INVALID" not in output
 
 
+def _failed_checks(lines: list[str], run: dict, study: dict, tmp_path: Path) -> list[str]:
+    steps, problems = read_metrics_jsonl(write(tmp_path, "\n".join(lines) + "\n"))
+    return [c.name for c in validity_checks(run, study, steps, problems, {}) if not c.passed]
+
+
+def test_a_run_made_with_another_learning_rate_is_no_measurement_of_this_study(tmp_path: Path) -> None:
+    # verl logged lr 1e-6 on every step; the study configures 0.0 (and the other way round).
+    other_lr = [line.replace('"actor/lr": 0.0', '"actor/lr": 1e-06') for line in good_lines()]
+    assert _failed_checks(other_lr, RUN, STUDY, tmp_path) == ["actor_lr"]
+    assert _failed_checks(good_lines(), RUN, {"algorithm": {"lr": 1e-6}}, tmp_path) == ["actor_lr"]
+    # One step with another lr is enough.
+    one_step = [*good_lines()[:3], other_lr[3], *good_lines()[4:]]
+    assert _failed_checks(one_step, RUN, STUDY, tmp_path) == ["actor_lr"]
+
+
+def test_a_run_with_another_batch_is_no_measurement_of_this_study(tmp_path: Path) -> None:
+    # Every step's tokens over the per-sample means give 8 trajectories (2 prompts x 4 responses).
+    assert _failed_checks(good_lines(), RUN, STUDY, tmp_path) == []
+    # The same steps for a run that asked for 4 prompts x 4 responses: 8 measured, 16 expected.
+    bigger = {**RUN, "prompts": 4, "trajectories": 16}
+    assert _failed_checks(good_lines(), bigger, STUDY, tmp_path) == ["trajectories"]
+    # A step that generated twice the tokens: 16 trajectories measured on it.
+    doubled = json.loads(good_lines()[2])
+    doubled["data"]["perf/total_num_tokens"] *= 2
+    lines = [*good_lines()[:2], json.dumps(doubled), *good_lines()[3:]]
+    assert _failed_checks(lines, RUN, STUDY, tmp_path) == ["trajectories"]
+
+
 def mutate_value(lines: list[str], step: int, key: str, text: str) -> str:
     record = json.loads(lines[step - 1])
     record["data"][key] = "__VALUE__"

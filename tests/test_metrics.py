@@ -114,7 +114,13 @@ def test_statistics() -> None:
     series = [10.0, 11.0, 9.0, 10.5, 9.5, 10.2, 9.8, 10.1, 10.4, 9.6, 10.0, 10.3, 9.7, 10.2, 9.9, 10.1]
     low, high = bootstrap_ci([series])
     assert low < mean(series) < high and high - low < 2.0
-    assert bootstrap_ci([[1.0, 2.0, 3.0, 4.0]]) == bootstrap_ci([[1.0, 2.0, 3.0, 4.0]])
+    # Four steps: two moving blocks of two ([1, 2], [2, 3] or [3, 4], means 1.5, 2.5, 3.5), so the
+    # resampled mean's standard error is sqrt((2/3) / 2) and the interval 2.5 +- t(0.975, 1 degree) x it
+    # (t = 12.706); 2000 resamples estimate that error to a few percent.
+    low, high = bootstrap_ci([[1.0, 2.0, 3.0, 4.0]])
+    assert (low + high) / 2 == pytest.approx(2.5) and (high - low) / 2 == pytest.approx(
+        12.706 * (1 / 3) ** 0.5, rel=0.05
+    )
     assert all(math.isnan(v) for v in bootstrap_ci([[1.0, 2.0]]))  # one block: no interval
     # a constant series has a degenerate interval; a ratio of equal series is 1
     assert bootstrap_ci([[5.0] * 10]) == (5.0, 5.0)

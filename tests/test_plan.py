@@ -72,6 +72,22 @@ def test_run_ids_depend_on_what_defines_a_run_only() -> None:
     assert {i for i in base if i.startswith("gsm8k")}.isdisjoint(changed)
 
 
+def test_a_datasets_revision_and_the_engines_concurrency_each_make_another_run() -> None:
+    # Two runs that share an id share one result: anything that changes what is measured must change it.
+    base = {r.run_id for r in lumi_plan(PUBLISHED)}
+    revised = {r.run_id for r in lumi_plan([*PUBLISHED, "datasets.gsm8k.revision=0123abc"])}
+    assert {i for i in base if i.startswith("dapo")} == {i for i in revised if i.startswith("dapo")}
+    assert {i for i in base if i.startswith("gsm8k")}.isdisjoint(revised)
+    # The local study with 2 prompts chosen: its 1-node strong run has the sweep's 4-prompt point's
+    # shape (1 node, 4 prompts) but generates at the chosen workload's concurrency.
+    plan = known_runs(build_plan(load_study(site="local"), selection={"gsm8k": 2}, root=Path("/s")))
+    four = [r for r in plan if r.dataset == "gsm8k" and (r.nodes, r.prompts) == (1, 4)]
+    by_series = {tuple(sorted(r.series)): r for r in four}
+    sweep, strong = by_series[("sweep",)], by_series[("strong",)]
+    assert (sweep.concurrency, strong.concurrency) == (4 * 8, 2 * 8)  # prompts x 8 responses, one engine
+    assert sweep.run_id != strong.run_id
+
+
 def test_verl_arguments_and_slurm_resources() -> None:
     run = next(r for r in lumi_plan(PUBLISHED) if r.dataset == "dapo_math" and r.nodes == 16)
     args = dict(a.split("=", 1) for a in run.verl_args)
@@ -84,7 +100,13 @@ def test_verl_arguments_and_slurm_resources() -> None:
     assert run.resources["nodes"] == 16 and run.resources["slurm_extra"] == "--gpus-per-node=8"
     assert run.resources["slurm_partition"] == "standard-g" and run.resources["tasks_per_node"] == 2
     assert run.resources["cpus_per_task"] == 28 and tuple(run.resources) == RESOURCE_NAMES  # the rules' names
-    assert run.resources["runtime"] >= 15 and run.node_hours > 0
+    # config.yaml's estimate by hand: 16 nodes start in 15 + 3 x log2(16) = 27 min; a weak step of 160
+    # prompts x 8 = 1280 trajectories takes 3.75 s x 1280 / 16 = 300 s (strong: 40 prompts, 75 s);
+    # 20 steps: 127 min (strong 52), a time limit of twice that, rounded up.
+    weak = "weak" in run.series
+    assert run.prompts == (160 if weak else 40)
+    assert run.resources["runtime"] == (254 if weak else 104)
+    assert run.node_hours == pytest.approx(16 * (127 if weak else 52) / 60, abs=0.001)
 
 
 def test_cli_plan_json(tmp_path: Path) -> None:

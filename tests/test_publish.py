@@ -4,10 +4,12 @@ there, every link resolves, every caption says what the config says); test_bundl
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 from rlvr_scaling.analysis.engine_fill import fill_finding, fill_rows
 from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
@@ -104,3 +106,66 @@ def test_a_finding_says_when_no_run_is_under_filled() -> None:
         "nodes. Every engine is set to the one-node workload's 50 (where the one-node sweep saturated); no run "
         "gives it fewer, so none is under-filled."
     )
+
+
+def _drawn(study: FabricatedStudy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The scaling figures as drawn (matplotlib's figures, before any file is written)."""
+    from rlvr_scaling.analysis import figures
+
+    drawn: dict = {}
+
+    def keep(fig, output: Path, name: str, captions: dict, caption: str) -> None:
+        drawn[name] = fig
+        captions[name] = caption
+
+    monkeypatch.setattr(figures, "_save", keep)
+    captions: dict = {}
+    figures.figure_strong_speedup(study.results, study.study.config.scaling.strong_reference_nodes, tmp_path, captions)
+    figures.figure_weak_efficiency(study.results, tmp_path, captions)
+    return drawn
+
+
+def _plotted(ax) -> dict[str, dict[int, float]]:
+    """Each dataset's points (its error-bar line), by node count."""
+    return {
+        c.get_label(): dict(zip(map(int, c.lines[0].get_xdata()), map(float, c.lines[0].get_ydata()), strict=True))
+        for c in ax.containers
+    }
+
+
+def _table(tables: Path, name: str, column: str, factor: float = 1.0) -> dict[str, dict[int, float]]:
+    rows = list(csv.DictReader((tables / f"{name}.csv").open()))
+    found: dict[str, dict[int, float]] = {}
+    for row in rows:
+        found.setdefault(row["dataset"], {})[int(row["nodes"])] = factor * float(row[column])
+    return found
+
+
+def test_the_scaling_figures_plot_the_tables_numbers_and_the_ideal(published, tmp_path, monkeypatch) -> None:
+    # Figures were once checked by file size only: an inverted ratio or another ideal line drew a
+    # figure of the same size. The points are the tables' own numbers (one definition:
+    # analysis/scaling.py), so a reader's figure and table agree.
+    study, tables, _figures, _report = published
+    drawn = _drawn(study, tmp_path, monkeypatch)
+    reference = study.study.config.scaling.strong_reference_nodes
+    speedup = drawn["figure4_strong_speedup"].axes[0]
+    expected = _table(tables, "strong_scaling", "speedup")
+    assert set(expected) == {"dapo_math", "gsm8k"}
+    plotted = _plotted(speedup)
+    assert plotted.keys() == expected.keys()
+    for dataset, points in expected.items():
+        assert plotted[dataset] == pytest.approx(points, rel=1e-12), dataset
+        # the reference's own speedup is 1, and more nodes are faster in the published shape
+        assert points[reference] == pytest.approx(1.0) and points[max(points)] > 1.5
+    ideal = [line for line in speedup.lines if line.get_linestyle() == ":"]
+    assert ideal
+    for line in ideal:
+        for nodes, value in zip(line.get_xdata(), line.get_ydata(), strict=True):
+            assert value == nodes / reference
+    efficiency = _plotted(drawn["figure2_weak_efficiency"].axes[0])
+    assert efficiency == {
+        dataset: pytest.approx(points, rel=1e-12)
+        for dataset, points in _table(tables, "weak_scaling", "efficiency", 100.0).items()
+    }
+    for fig in drawn.values():
+        plt.close(fig)

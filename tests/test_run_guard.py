@@ -67,6 +67,22 @@ def _staging(root: Path, stamp: str = "20261130T120000Z", pid: int = 4242, run_i
     return staging
 
 
+def _guard_pids(token: str) -> list[int]:
+    """The guard of the run with this token (its command line names the token; it carries none)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (
+                entry.name.isdigit()
+                and token.encode() in (entry / "cmdline").read_bytes()
+                and b"watchdog import main" in (entry / "cmdline").read_bytes()
+            ):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def _guarded_run(tmp_path: Path, release: str) -> tuple[Path, Path, str, subprocess.Popen, int]:
     """A staged run under a miniature launcher: staging folder, failed folder, token, launcher, trainer."""
     staging = _staging(tmp_path)
@@ -95,7 +111,7 @@ def _start_launcher(staging: Path, failed: Path, token: str, release: str) -> tu
 
 def test_a_killed_launcher_takes_its_run_down_and_files_it(tmp_path: Path) -> None:
     staging, failed, token, launcher, trainer = _guarded_run(tmp_path, release="keep")
-    assert processes_with_token(token) == [trainer]
+    assert processes_with_token(token) == [trainer] and len(_guard_pids(token)) == 1
     os.killpg(launcher.pid, signal.SIGKILL)  # the trainer is in another session: this does not reach it
     launcher.wait()
     assert _wait_until(lambda: not processes_with_token(token)), "the guard did not end the run's processes"
@@ -113,7 +129,8 @@ def test_a_released_guard_leaves_the_run_alone(tmp_path: Path) -> None:
     try:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
-        time.sleep(2)
+        # Not a fixed wait: the guard's own end is the event (a released guard has nothing left to do).
+        assert _wait_until(lambda: not _guard_pids(token)), "the released guard did not end"
         assert processes_with_token(token) == [trainer] and staging.is_dir() and not failed.exists()
     finally:
         os.kill(trainer, signal.SIGKILL)
@@ -158,8 +175,7 @@ def test_the_guard_ignores_the_signals_meant_for_the_run(tmp_path: Path) -> None
 
     assert _wait_until(ignores_sigterm)
     guard.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
-    assert guard.poll() is None
+    # No fixed wait: a guard the SIGTERM had ended would exit -15; this one goes on to read "done".
     os.write(write_end, b"done\n")
     os.close(write_end)
     assert guard.wait(timeout=20) == 0 and staging.is_dir()

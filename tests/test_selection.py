@@ -110,6 +110,16 @@ def test_memory_bound_excludes_points_over_the_cap_and_points_out_of_memory(tmp_
     assert chosen["warnings"] == []
 
 
+def test_a_peak_equal_to_the_cap_fits_and_one_just_over_it_does_not() -> None:
+    # The cap is a limit a workload may reach: 64 GB x 0.5 = 32 GB exactly (no rounding in between).
+    sweep = [point(5, 150, 20.0), point(10, 200, 32.0), point(15, 230, 32.01)]
+    chosen = select("dapo_math", sweep, 0.5, 0.02)
+    assert chosen["rule"]["memory_cap_gb"] == 32.0
+    assert chosen["selected"]["prompts"] == 10
+    eligible = {p["prompts"]: p["eligible"] for p in chosen["points"]}
+    assert eligible == {5: True, 10: True, 15: False}
+
+
 def test_a_point_that_failed_for_another_reason_stops_the_selection_naming_it(tmp_path: Path) -> None:
     # Killing one Ray worker used to become a permanent "memory bound" verdict for that point.
     sweep = [point(5, 150, 50), failed_point("dapo_math", 10, KILLED, tmp_path), point(15, 230, 60.0)]

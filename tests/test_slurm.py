@@ -1,5 +1,11 @@
 """The study through a real Slurm cluster (tests/slurm/cluster.sh): sbatch, srun, a Ray cluster over
-two Slurm nodes, and the faults a cluster produces. Marker `slurm`; CI sets RLVR_REQUIRE_SLURM=1."""
+two Slurm nodes, and the faults a cluster produces. Marker `slurm`; CI sets RLVR_REQUIRE_SLURM=1.
+
+What these tests prove is Slurm's and the launcher's part (submission, accounts, the budget gate, the
+Ray cluster the launcher forms over the job's nodes, scancel and time limits, the sequential sweep
+under the Slurm executor), so the trainer in them is the stand-in (tests/standin_trainer.py, verl's
+process tree and logs in seconds). The real verl trainer runs through this same Slurm cluster, across
+two nodes and inside the site's image, in tests/test_apptainer.py."""
 
 from __future__ import annotations
 
@@ -17,10 +23,11 @@ from rlvr_scaling.execution.ray_cluster import local_node_ip
 from rlvr_scaling.study.config import load_study
 
 from .conftest import SLURM_TEST_ACCOUNT
-from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, snakemake, token_processes
+from .workflow_helpers import SNAKEMAKE, STANDIN, assert_no_run_processes, snakemake, token_processes
 
-# One test worker owns the Slurm cluster (the tests count its queue): see workflow_helpers.
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm-cluster")]
+# One test worker owns the Slurm cluster (the tests count its queue). `verl`: the preflight composes
+# verl's configuration before any run.
+pytestmark = [pytest.mark.slurm, pytest.mark.verl, pytest.mark.xdist_group("slurm-cluster")]
 ACCOUNT = SLURM_TEST_ACCOUNT
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile")
 
@@ -65,7 +72,7 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
         "only_datasets: [gsm8k]\noverrides:\n  datasets.gsm8k.sweep: [2, 4]\n  algorithm.steps: 3\n"
         "  scaling.strong_nodes: [2]\n",
     )
-    env = {"RLVR_SLURM_ACCOUNT": ACCOUNT}
+    env = {"RLVR_SLURM_ACCOUNT": ACCOUNT, **STANDIN}
     snakemake(slurm_workdir, *PROFILES, "--configfile", config, env=env, timeout=1500)
     runs = sorted((slurm_workdir / "results" / "runs").iterdir())
     assert len(runs) == 3
@@ -76,6 +83,7 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
         job = json.loads((run_dir / "job.json").read_text())
         assert job["status"] == "succeeded" and job["slurm_job_id"]
         assert job["launcher"] == "ray-srun" and len(job["node_list"]) == job["nodes"]
+        assert job["trainer"] == STANDIN["RLVR_STANDIN_TRAINER"]
         steps, problems = read_metrics_jsonl(run_dir / "metrics.jsonl")
         assert len(steps) == 3 and not problems
     two = next(r for r in runs if "-n2-" in r.name)
@@ -143,7 +151,7 @@ def _start(slurm_workdir: Path, config: str, *extra: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "RLVR_SLURM_ACCOUNT": ACCOUNT},
+        env={**os.environ, "RLVR_SLURM_ACCOUNT": ACCOUNT, **STANDIN, "RLVR_STANDIN_STEP_SECONDS": "1"},
     )
 
 
@@ -175,24 +183,15 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     _wait_for_step(slurm_workdir, process, 2)
     job_ids = squeue("-u", "root", "-o", "%i").split()
     assert len(job_ids) == 1
-    # The site's RLVR_SLURM_JOB: ${SLURM_JOB_ID} reached verl's Ray workers expanded (through
-    # `ray start`'s environment, not command.sh's shell).
-    # A Ray worker that retitles itself (ray::TaskRunnerV1.run) may write its title over the start of
-    # /proc/<pid>/environ: where the variable is still readable it must be the job's id, and it must
-    # be readable in at least one worker. The raylet (not retitled) hands its environment to them.
+    # The site's RLVR_SLURM_JOB: ${SLURM_JOB_ID} reached the run's raylets expanded (through `ray
+    # start`'s environment, not command.sh's shell). That verl's Ray workers inherit it from them is
+    # checked on the real trainer in tests/test_apptainer.py.
     processes = token_processes()
-    workers = [pid for pid, command in processes if command.startswith("ray::")]
     raylets = [pid for pid, command in processes if "/raylet/raylet" in command]
-    assert workers and raylets, f"no Ray worker or raylet of the run was found: {processes}"
-    expected = f"RLVR_SLURM_JOB={job_ids[0]}".encode()
-    seen_values = []
-    for pid in raylets + workers:
+    assert raylets, f"no raylet of the run was found: {processes}"
+    for pid in raylets:
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        values = [e for e in environ if e.startswith(b"RLVR_SLURM_JOB=")]
-        assert values in ([], [expected]), (pid, values)
-        assert pid in workers or values == [expected], (pid, [e for e in environ if b"RLVR_SLURM" in e])
-        seen_values += values
-    assert len(seen_values) > len(raylets), "RLVR_SLURM_JOB was readable in no Ray worker"
+        assert [e for e in environ if e.startswith(b"RLVR_SLURM_JOB=")] == [f"RLVR_SLURM_JOB={job_ids[0]}".encode()]
     subprocess.run(["scancel", job_ids[0]], check=True)
     output, _ = process.communicate(timeout=600)
     assert process.returncode != 0 and "Error in rule run" in output
@@ -208,7 +207,7 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
 
 
 def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_path: Path) -> None:
-    # A run that cannot finish inside its limit on any host: 100,000 steps against 2 minutes.
+    # A run that cannot finish inside its limit on any host: 100,000 steps of 1 s against 1 minute.
     steps = 100_000
     # The estimate says it fits (a plan over the partition's walltime stops before submitting).
     config = study_file(
@@ -216,15 +215,15 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
         LONG_RUN.replace("algorithm.steps: 200", f"algorithm.steps: {steps}")
         + "  datasets.gsm8k.estimate.seconds_per_trajectory: 0.00001\n",
     )
-    process = _start(slurm_workdir, config, "--set-resources", "run:runtime=2")
+    process = _start(slurm_workdir, config, "--set-resources", "run:runtime=1")
     output, _ = process.communicate(timeout=900)
     assert process.returncode != 0 and "Error in rule run" in output
     failed = list((slurm_workdir / "results" / "failed").glob("*/*"))
     assert len(failed) == 1
     job = json.loads((failed[0] / "job.json").read_text())
     assert job["status"] == "terminated"
-    # Killed by the limit while still running: Slurm says TIMEOUT after at least the 2 minutes, and
-    # the trainer had started its steps but was far from the last one.
+    # Killed by the limit while still running: Slurm says TIMEOUT after at least the minute, and the
+    # trainer had started its steps but was far from the last one.
     state, elapsed, limit = (
         subprocess.run(
             ["sacct", "-n", "-X", "-P", "-j", job["slurm_job_id"], "-o", "State,ElapsedRaw,TimelimitRaw"],
@@ -235,11 +234,10 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
         .stdout.strip()
         .split("|")
     )
-    assert state == "TIMEOUT" and limit == "2" and int(elapsed) >= 120, (state, elapsed, limit)
+    assert state == "TIMEOUT" and limit == "1" and int(elapsed) >= 60, (state, elapsed, limit)
     console = (failed[0] / "console.log").read_text(errors="replace")
-    # In its training loop: verl's progress bar is up. Not a finished step: on a loaded CI machine the
-    # start-up alone once took 100 of the 120 s (stop 27), and the first step did not end in time.
-    assert "ready to fit" in console and "Training Progress:" in console, console[-2000:]
+    # In its training loop, stopped far from its last step.
+    assert "ready to fit" in console, console[-2000:]
     reached = [int(m) for m in re.findall(r"step:(\d+) ", console)]
     assert not reached or max(reached) < steps, reached[-3:]
     our_jobs_gone()

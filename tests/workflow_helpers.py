@@ -11,6 +11,12 @@ from pathlib import Path
 from rlvr_scaling.execution.process_cleanup import TOKEN_TAG_VAR, TOKEN_VAR
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+REPO = Path(__file__).resolve().parents[1]
+
+# The stand-in trainer (tests/standin_trainer.py) in place of verl, for tests of the workflow's
+# plumbing; production runs verl's main_ppo (execution/run_records.trainer_module). PYTHONPATH lets
+# the run's Python find it from the run directory, through Snakemake, sbatch and srun alike.
+STANDIN = {"RLVR_STANDIN_TRAINER": "tests.standin_trainer", "PYTHONPATH": str(REPO)}
 
 
 def snakemake(
@@ -36,36 +42,28 @@ def _environ(pid: str) -> list[bytes]:
     return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
 
 
-# Under pytest-xdist (`make test` runs two workers), each worker's runs carry its name in their
-# environment (PYTEST_XDIST_WORKER, inherited through Snakemake, sbatch, srun and Apptainer), so a
-# test looks only at its own worker's processes. Only processes that provably belong to the other
-# worker are left out: an untagged leftover still counts.
-# Ray and Python retitle processes (ray::DashboardAgent), which can overwrite the start of
-# /proc/<pid>/environ: the worker's name is also in every token (conftest sets RLVR_RUN_TOKEN_TAG),
-# which the launcher sets last and which stays readable.
-_WORKER_VAR = b"PYTEST_XDIST_WORKER="
-_OWN_WORKER = _WORKER_VAR + os.environ.get("PYTEST_XDIST_WORKER", "").encode()
+# A test looks only at its own processes: those whose run token carries this test process's tag
+# (conftest: the pytest-xdist worker's name and the session's id). Another worker's runs, and another
+# clone's suite or study on the same machine, carry other tags or none. Ray and Python retitle
+# processes (ray::DashboardAgent), which can overwrite the start of /proc/<pid>/environ; the token,
+# which the launcher sets last, stays readable.
 _TOKEN_PREFIX = f"{TOKEN_VAR}=".encode()
 _OWN_TAG = os.environ.get(TOKEN_TAG_VAR, "").encode()
 
 
-def _other_worker(environ: list[bytes]) -> bool:
-    if any(item.startswith(_WORKER_VAR) and item != _OWN_WORKER for item in environ):
-        return True
+def _own_token(environ: list[bytes]) -> bool:
     tokens = [item[len(_TOKEN_PREFIX) :] for item in environ if item.startswith(_TOKEN_PREFIX)]
-    return any(b"-" in token and token.split(b"-", 1)[0] != _OWN_TAG for token in tokens)
+    return bool(_OWN_TAG) and any(token.split(b"-", 1)[0] == _OWN_TAG for token in tokens)
 
 
 def token_processes() -> list[tuple[int, str]]:
-    """(pid, command line) of every process carrying a run token (of this test worker's runs)."""
+    """(pid, command line) of every process carrying a run token of this test process's runs."""
     found = []
-    token = f"{TOKEN_VAR}=".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            environ = _environ(entry.name)
-            if any(item.startswith(token) for item in environ) and not _other_worker(environ):
+            if _own_token(_environ(entry.name)):
                 command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 found.append((int(entry.name), command))
         except OSError:

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from rlvr_scaling.analysis import scaling  # noqa: E402
 from rlvr_scaling.analysis.figure_models import figure_phase_models
 from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults  # noqa: E402
@@ -127,9 +128,11 @@ def figure_weak_efficiency(results: StudyResults, output: Path, captions: dict[s
         base = next((r for r in runs if r.nodes == 1), None)
         if base is None:
             return None, 0.0
-        reference = mean(per_step_throughput(base))
-        ratios = [100 * t / reference for t in per_step_throughput(s)]
-        return mean(ratios), sample_std(ratios)
+        # The point is the table's efficiency (analysis/scaling.py, on the runs' means); the bar, the
+        # spread of the steps' own ratios.
+        reference = base.measured.throughput_per_gpu.mean
+        ratios = [100 * scaling.weak_efficiency(t, reference) for t in per_step_throughput(s)]
+        return 100 * scaling.weak_efficiency(s.measured.throughput_per_gpu.mean, reference), sample_std(ratios)
 
     fig, used = _series_plot(results, "weak", value, "weak-scaling efficiency (%)")
     _save(
@@ -148,12 +151,18 @@ def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: P
         ref = next((r for r in runs if r.nodes == reference_nodes), None)
         if ref is None:
             return None, 0.0
-        reference = mean(per_step_time(ref))
-        speedups = [reference / t for t in per_step_time(s)]
-        return mean(speedups), sample_std(speedups)
+        # The point is the table's speedup (analysis/scaling.py: T_ref / mean T_N, not the mean of the
+        # steps' ratios); the bar, the spread of the steps' own ratios.
+        reference = ref.measured.step_time_s.mean
+        speedups = [scaling.strong_speedup(reference, t) for t in per_step_time(s)]
+        return scaling.strong_speedup(reference, s.measured.step_time_s.mean), sample_std(speedups)
 
     fig, used = _series_plot(
-        results, "strong", value, f"speedup over {reference_nodes} nodes", ideal=lambda n: n / reference_nodes
+        results,
+        "strong",
+        value,
+        f"speedup over {reference_nodes} nodes",
+        ideal=lambda n: scaling.ideal_speedup(n, reference_nodes),
     )
     _save(
         fig,

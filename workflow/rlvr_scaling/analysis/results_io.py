@@ -12,10 +12,24 @@ from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import relative_to_root, write_json
 
 
+def reading_order(indexes: list[DatasetIndex]) -> list[DatasetIndex]:
+    """The one order in which every table, figure and report lists the datasets: by name. Not the
+    study's order: records such as the bundled config.json keep their keys sorted, so a reader who
+    recomputes the tables from them (`verify`) could not know any other order."""
+    return sorted(indexes, key=lambda index: index.dataset)
+
+
 @dataclass
 class StudyResults:
     indexes: list[DatasetIndex]
     summaries: dict[str, RunSummary]
+
+    def __post_init__(self) -> None:
+        self.indexes = reading_order(self.indexes)
+        # Summaries too: a table made from them row by row (costs, overhead) lists them in this order.
+        indexed = [r.run_id for index in self.indexes for r in index.runs if r.run_id in self.summaries]
+        rest = sorted(set(self.summaries) - set(indexed))
+        self.summaries = {run_id: self.summaries[run_id] for run_id in [*indexed, *rest]}
 
     def datasets(self) -> list[str]:
         return [index.dataset for index in self.indexes]

@@ -17,6 +17,16 @@ from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import Run
 
 LOGGER_ARG = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"
+TRAINER_MODULE = "verl.trainer.main_ppo"
+# Tests of the workflow's own plumbing (a kill, a crash, a time limit, scancel, reruns, the sequential
+# sweep) name a stand-in trainer here that behaves like verl's process tree (tests/standin_trainer.py),
+# so they need not pay verl's start-up each time. Production never sets it: every run is verl's
+# main_ppo, and job.json records which trainer ran, so a stand-in run can never pass for a measurement.
+STANDIN_TRAINER_VAR = "RLVR_STANDIN_TRAINER"
+
+
+def trainer_module() -> str:
+    return os.environ.get(STANDIN_TRAINER_VAR) or TRAINER_MODULE
 
 
 def render_command(study: Study, run: Run, root: Path, launcher_args: list[str]) -> str:
@@ -33,7 +43,7 @@ def render_command(study: Study, run: Run, root: Path, launcher_args: list[str])
     for key, value in sorted(environment_templates(study).items()):
         lines.append(shell_export(key, value))
     lines.append('export VERL_FILE_LOGGER_PATH="$PWD/metrics.jsonl"')
-    lines.append(f"exec {shlex.join(python_command(study, root))} -m verl.trainer.main_ppo \\")
+    lines.append(f"exec {shlex.join(python_command(study, root))} -m {trainer_module()} \\")
     lines += [f"  {shlex.quote(arg)} \\" for arg in args]
     lines.append(f'  "{LOGGER_ARG}=$VERL_FILE_LOGGER_PATH"')
     return "\n".join(lines) + "\n"
@@ -58,6 +68,7 @@ def job_record(study: Study, run: Run, root: Path, env: dict[str, str]) -> dict[
         "nodes": run.nodes,
         "workers": run.nodes * run.gpus_per_node,
         "launcher": study.site.launch.kind,
+        "trainer": trainer_module(),
         # The image's digest, its base's, its labels and the packages inside it (the build's record).
         "container": {
             "image": str(image_path(study, root).resolve()),

@@ -1,0 +1,117 @@
+"""A stand-in for `python -m verl.trainer.main_ppo`, for the tests of the workflow's own plumbing.
+
+Production never runs it: command.sh runs it instead of verl only where a test sets
+RLVR_STANDIN_TRAINER=tests.standin_trainer (execution/run_records.trainer_module; job.json records
+which trainer ran). It is enough where what is tested is the launcher, the guard, Slurm or Snakemake,
+not verl: it behaves like verl's process tree as those see it, in seconds instead of verl's ~60 s
+start-up on 2 cores:
+
+- it reads the run's shape from the same Hydra overrides verl gets (batch, responses per prompt,
+  lengths, learning rate, steps, nodes and GPUs per node);
+- it forks one worker process per GPU slot that carries the run's token and calls itself
+  `ray::WorkerDict` in its command line, as verl's Ray actors do; the workers do not end with the
+  driver (Ray's actors outlive a killed driver too: the launcher and its guard must end them);
+- it logs each step as verl does, to the file logger (VERL_FILE_LOGGER_PATH, JSONL) and to the
+  console (`(TaskRunner pid=N) step:K - key:value - ...`), with the figures the summary checks
+  consistent with the run (trajectories, response cap, learning rate, throughput per GPU);
+- a worker that dies ends the driver with an error, as Ray's ActorDiedError ends verl's.
+
+On cue, through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3),
+RLVR_STANDIN_STARTUP_SECONDS (before the first step, default 1), RLVR_STANDIN_FAIL_AT_STEP (exit 1
+after logging that step's predecessor).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+WORKER_TITLE = "ray::WorkerDict"
+# A worker nobody ended still goes by itself after this long, so a broken test leaks nothing for ever.
+WORKER_LIFETIME_S = 900.0
+
+
+def overrides(argv: list[str]) -> dict[str, str]:
+    return dict(arg.lstrip("+").split("=", 1) for arg in argv if "=" in arg)
+
+
+def worker() -> None:
+    deadline = time.monotonic() + WORKER_LIFETIME_S
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def step_record(step: int, settings: dict[str, str], step_s: float) -> dict[str, float | int]:
+    trajectories = int(settings["data.train_batch_size"]) * int(settings["actor_rollout_ref.rollout.n"])
+    prompt_mean = int(settings["data.max_prompt_length"]) / 2
+    response_cap = int(settings["data.max_response_length"])
+    response_mean = response_cap / 2
+    tokens = round(trajectories * (prompt_mean + response_mean))
+    gpus = int(settings["trainer.nnodes"]) * int(settings["trainer.n_gpus_per_node"])
+    return {
+        "training/global_step": step,
+        "timing_s/gen": round(0.5 * step_s, 6),
+        "timing_s/old_log_prob": round(0.2 * step_s, 6),
+        "timing_s/update_actor": round(0.25 * step_s, 6),
+        "timing_s/step": round(step_s, 6),
+        "perf/total_num_tokens": tokens,
+        "perf/throughput": tokens / (step_s * gpus),
+        "perf/max_memory_allocated_gb": 0.5,
+        "prompt_length/mean": prompt_mean,
+        "response_length/mean": response_mean,
+        "response_length/max": response_cap,
+        "response_length/clip_ratio": 0.0,
+        "actor/lr": float(settings["actor_rollout_ref.actor.optim.lr"]),
+    }
+
+
+def driver(argv: list[str]) -> int:
+    settings = overrides(argv)
+    steps = int(settings["trainer.total_training_steps"])
+    gpus = int(settings["trainer.nnodes"]) * int(settings["trainer.n_gpus_per_node"])
+    step_seconds = float(os.environ.get("RLVR_STANDIN_STEP_SECONDS", "0.3"))
+    fail_at = int(os.environ.get("RLVR_STANDIN_FAIL_AT_STEP", "0"))
+    metrics = Path(os.environ.get("VERL_FILE_LOGGER_PATH", "metrics.jsonl"))
+    pid = os.getpid()
+    print(f"(TaskRunner pid={pid}) stand-in trainer (tests/standin_trainer.py): {steps} steps on {gpus} workers")
+    workers = [
+        subprocess.Popen([sys.executable, "-m", "tests.standin_trainer", WORKER_TITLE], start_new_session=False)
+        for _ in range(gpus)
+    ]
+    time.sleep(float(os.environ.get("RLVR_STANDIN_STARTUP_SECONDS", "1")))
+    print(f"(TaskRunner pid={pid}) ready to fit", flush=True)
+    for step in range(1, steps + 1):
+        began = time.monotonic()
+        time.sleep(step_seconds)
+        dead = [w.pid for w in workers if w.poll() is not None]
+        if dead:
+            # Ray's words for a worker that died, with the root causes it guesses: no memory evidence.
+            print(
+                f"ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task "
+                f"(workers {dead}). There are some potential root causes. (1) The process is killed by "
+                "SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.",
+                flush=True,
+            )
+            return 1
+        if step == fail_at:
+            print(f"(TaskRunner pid={pid}) RuntimeError: failing at step {step} on cue", flush=True)
+            return 1
+        record = step_record(step, settings, time.monotonic() - began)
+        with open(metrics, "a") as handle:
+            handle.write(json.dumps({"step": step, "data": record}) + "\n")
+        line = " - ".join(f"{key}:{value}" for key, value in record.items())
+        print(f"(TaskRunner pid={pid}) step:{step} - {line}", flush=True)
+    for w in workers:
+        w.terminate()
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == [WORKER_TITLE]:
+        worker()
+    else:
+        sys.exit(driver(sys.argv[1:]))
