@@ -7,7 +7,7 @@ WORKFLOW_VENV ?= .venv-workflow
 WORKFLOW_STAMP := $(WORKFLOW_VENV)/.installed
 CORES ?= 2
 
-.PHONY: demo test lint format bench clean engine-lock workflow-env
+.PHONY: demo test test-fast lint format bench clean engine-lock workflow-env
 
 $(STAMP): envs/local.txt envs/workflow.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ demo: $(STAMP)
 # Two workers: the local-engine tests and the Slurm cluster's tests run side by side (xdist groups).
 test: $(STAMP) $(WORKFLOW_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup
+
+# After each edit: everything that starts no trainer (real or stand-in), no Slurm job and no image build.
+test-fast: $(STAMP)
+	$(BIN)/pytest -n 2 -m "not slow and not slurm and not apptainer and not standin"
 
 lint: $(STAMP)
 	$(BIN)/ruff check workflow tests benchmarks

@@ -175,6 +175,16 @@ def local_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     workdir = link_workflow(tmp_path_factory.mktemp("local-study"))
     # Results outside the working directory, as LUMI keeps them on scratch (storage.results).
-    scratch = {"RLVR_RESULTS_ROOT": str(workdir.parent / f"{workdir.name}-scratch" / "results")}
-    snakemake(workdir, "--cores", "2", env=scratch)
+    scratch = workdir.parent / f"{workdir.name}-scratch" / "results"
+    # For a developer's quick rerun of these checks: a copy of a finished `make demo` (its results/
+    # and .snakemake/ folders, named by RLVR_TEST_LOCAL_STUDY_FROM=<repository>) to start from;
+    # Snakemake then redoes only what is not up to date. CI never sets it: it makes the study.
+    source = os.environ.get("RLVR_TEST_LOCAL_STUDY_FROM")
+    if source:
+        shutil.copytree(Path(source) / "results", scratch, symlinks=True)
+        shutil.copytree(Path(source) / ".snakemake", workdir / ".snakemake", symlinks=True, ignore=_LOCKS)
+    snakemake(workdir, "--cores", "2", env={"RLVR_RESULTS_ROOT": str(scratch)})
     return workdir
+
+
+_LOCKS = shutil.ignore_patterns("locks", "incomplete", "auxiliary", "log")

@@ -301,7 +301,8 @@ def _planned(workdir: Path, *overrides: str) -> dict[str, int]:
 def test_a_changed_setting_or_module_reruns_exactly_the_steps_that_read_it(local_study: Path) -> None:
     workdir = local_study
     results = workdir / "results"
-    downstream = {"index": 1, "tables": 1, "figures": 1, "report": 1, "bundle": 1, "all": 1}
+    # Both datasets: an index, a sweep step and a selection each; one set of tables, figures, report, bundle.
+    downstream = {"index": 2, "tables": 1, "figures": 1, "report": 1, "bundle": 1, "all": 1}
     assert _planned(workdir) == {}
     # The time-limit margin: the bundle holds it; nothing else reads it, no run is redone.
     margin = _planned(workdir, "estimate.time_limit_factor: 4.0")
@@ -310,15 +311,15 @@ def test_a_changed_setting_or_module_reruns_exactly_the_steps_that_read_it(local
     # selected workload does, which the checkpoint decides when it has run); not the preflight.
     # The sequential sweep's step after its first point reads the rule too.
     rule = _planned(workdir, "selection_rule.tolerance: 0.5")
-    assert rule == {"step_settings": 2, "sweep_step": 1, "selection": 1, **downstream}, rule
+    assert rule == {"step_settings": 2, "sweep_step": 2, "selection": 2, **downstream}, rule
     # The warm-up is the analysis's: every summary again, and no run. Before the selection (a
     # checkpoint) has run again, Snakemake can name only the sweep's summaries.
     sweep = len(json.loads((results / "selection" / "gsm8k.json").read_text())["points"])
     warmup = _planned(workdir, "algorithm.warmup_steps: 2")
     # Of a sequential sweep, only the first point's summary: the step after it is made again before
     # the sweep goes on to the next.
-    steps = {"sweep_step": 1, "selection": 1}
-    assert sweep == 2 and warmup == {"step_settings": 3, "summary": 1, **steps, **downstream}, warmup
+    steps = {"sweep_step": 2, "selection": 2}
+    assert sweep == 2 and warmup == {"step_settings": 3, "summary": 2, **steps, **downstream}, warmup
     # The figures' code: the figures and what holds them, not the tables or anything before.
     figures = paths.PACKAGE_DIR / "analysis" / "figures.py"
     original = figures.read_bytes()
@@ -372,6 +373,7 @@ def test_status_says_which_runs_are_complete_stale_failed_missing_or_pending(loc
     assert finished["stages"]["runs"]["complete"] == len(run_ids) and finished["stages"]["bundle"]["complete"] == 1
 
     sweep = {point["run_id"] for point in json.loads((results / "selection" / "gsm8k.json").read_text())["points"]}
+    other_sweep = {p["run_id"] for p in json.loads((results / "selection" / "dapo_math.json").read_text())["points"]}
     failed = sorted(sweep)[0]
     aside = workdir.parent / f"{workdir.name}-aside"
     (results / "runs" / failed).rename(aside)
@@ -397,13 +399,18 @@ def test_status_says_which_runs_are_complete_stale_failed_missing_or_pending(loc
         # The sweep's runs are stale; the scaling runs wait for the selection, which is made again
         # from them first and may choose another workload.
         for name in set(run_ids) - {failed}:
-            if not name.startswith("gsm8k-"):  # the other dataset's runs read nothing that changed
-                assert states[name]["state"] == "complete", (name, states[name])
+            if not name.startswith("gsm8k-"):
+                # The other dataset's data did not change: its sweep stands; its selection is made
+                # again by the grid's rule, which its scaling runs wait for.
+                if name in other_sweep:
+                    assert states[name]["state"] == "complete", (name, states[name])
+                else:
+                    assert states[name]["state"] == "pending" and "selection of dapo_math" in states[name]["why"]
             elif name in sweep:
                 assert states[name]["state"] == "stale" and states[name]["why"] == "updated input files", name
             else:
                 assert states[name]["state"] == "pending" and "selection of gsm8k" in states[name]["why"], name
-        assert found["stages"]["selection"]["stale"] == 1
+        assert found["stages"]["selection"]["stale"] == 2  # gsm8k's from its data, both by the grid's rule
         # Sequential, the failed run is the sweep's first point: the next waits for the step after it.
         assert failed == min(sweep, key=lambda name: int(name.split("-p")[1].split("-")[0]))
         sequential = {o["name"]: o for o in _status(workdir)["outputs"] if o["stage"] == "runs"}

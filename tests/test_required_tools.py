@@ -28,6 +28,8 @@ GUARDED = (
     "tests/test_apptainer.py",
     "tests/test_verl_compose.py",
     "tests/test_local_study.py",
+    "tests/test_run_faults.py",
+    "tests/test_workflow_reruns.py",
     "tests/test_workflow_env.py",
 )
 

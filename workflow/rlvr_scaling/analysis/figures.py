@@ -16,7 +16,7 @@ from rlvr_scaling.analysis import scaling  # noqa: E402
 from rlvr_scaling.analysis.figure_models import figure_phase_models
 from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults  # noqa: E402
-from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD, mean, sample_std  # noqa: E402
+from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD, sample_std  # noqa: E402
 from rlvr_scaling.analysis.tables import ALL_PHASES, per_step_throughput, per_step_time  # noqa: E402
 from rlvr_scaling.fsutil import json_text
 
