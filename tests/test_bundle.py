@@ -368,7 +368,7 @@ def test_verify_names_a_file_that_is_no_bundle_without_a_traceback(tmp_path) -> 
         info.size = 1
         archive.addfile(info, io.BytesIO(b"x"))
     code, out = _verify_cli(flat)
-    assert code == 1 and "its files are not under one top directory" in out, out
+    assert code == 1 and "README.md: not under one top folder, as a bundle's files are" in out, out
 
 
 def test_an_imported_log_that_stops_early_is_no_measurement(published, tmp_path) -> None:
