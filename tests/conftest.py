@@ -24,6 +24,9 @@ from rlvr_scaling.paths import link_workflow
 # process checks see only its own runs, never another worker's or another clone's suite beside it
 # (two clones' workers are both called gw0). No "-": a token is "<tag>-<uuid>".
 _SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+# Only a test that asks for the stand-in trainer gets it (workflow_helpers.STANDIN): one leaked from
+# the shell would make the real trainer's tests run the stand-in.
+os.environ.pop("RLVR_STANDIN_TRAINER", None)
 os.environ["RLVR_RUN_TOKEN_TAG"] = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}x{_SESSION[:16]}".replace("-", "")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,21 +4,20 @@ Production never runs it: command.sh runs it instead of verl only where a test s
 RLVR_STANDIN_TRAINER=tests.standin_trainer (execution/run_records.trainer_module; job.json records
 which trainer ran). It is enough where what is tested is the launcher, the guard, Slurm or Snakemake,
 not verl: it behaves like verl's process tree as those see it, in seconds instead of verl's ~60 s
-start-up on 2 cores:
+start-up on 2 cores (~65-80 s):
 
 - it reads the run's shape from the same Hydra overrides verl gets (batch, responses per prompt,
   lengths, learning rate, steps, nodes and GPUs per node);
-- it forks one worker process per GPU slot that carries the run's token and calls itself
-  `ray::WorkerDict` in its command line, as verl's Ray actors do; the workers do not end with the
+- it forks one worker process per GPU slot that carries the run's token, with `ray::WorkerDict` in
+  its command line, as verl's Ray actors have; the workers do not end with the
   driver (Ray's actors outlive a killed driver too: the launcher and its guard must end them);
 - it logs each step as verl does, to the file logger (VERL_FILE_LOGGER_PATH, JSONL) and to the
   console (`(TaskRunner pid=N) step:K - key:value - ...`), with the figures the summary checks
   consistent with the run (trajectories, response cap, learning rate, throughput per GPU);
 - a worker that dies ends the driver with an error, as Ray's ActorDiedError ends verl's.
 
-On cue, through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3),
-RLVR_STANDIN_STARTUP_SECONDS (before the first step, default 1), RLVR_STANDIN_FAIL_AT_STEP (exit 1
-after logging that step's predecessor).
+Through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3). Its workers'
+command lines end in `ray::WorkerDict` (they start with the Python that runs them).
 """
 
 from __future__ import annotations
@@ -74,7 +73,6 @@ def driver(argv: list[str]) -> int:
     steps = int(settings["trainer.total_training_steps"])
     gpus = int(settings["trainer.nnodes"]) * int(settings["trainer.n_gpus_per_node"])
     step_seconds = float(os.environ.get("RLVR_STANDIN_STEP_SECONDS", "0.3"))
-    fail_at = int(os.environ.get("RLVR_STANDIN_FAIL_AT_STEP", "0"))
     metrics = Path(os.environ.get("VERL_FILE_LOGGER_PATH", "metrics.jsonl"))
     pid = os.getpid()
     print(f"(TaskRunner pid={pid}) stand-in trainer (tests/standin_trainer.py): {steps} steps on {gpus} workers")
@@ -82,7 +80,7 @@ def driver(argv: list[str]) -> int:
         subprocess.Popen([sys.executable, "-m", "tests.standin_trainer", WORKER_TITLE], start_new_session=False)
         for _ in range(gpus)
     ]
-    time.sleep(float(os.environ.get("RLVR_STANDIN_STARTUP_SECONDS", "1")))
+    time.sleep(1)  # a start-up of its own, so a test can see the workers before the first step
     print(f"(TaskRunner pid={pid}) ready to fit", flush=True)
     for step in range(1, steps + 1):
         began = time.monotonic()
@@ -96,9 +94,6 @@ def driver(argv: list[str]) -> int:
                 "SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called.",
                 flush=True,
             )
-            return 1
-        if step == fail_at:
-            print(f"(TaskRunner pid={pid}) RuntimeError: failing at step {step} on cue", flush=True)
             return 1
         record = step_record(step, settings, time.monotonic() - began)
         with open(metrics, "a") as handle:

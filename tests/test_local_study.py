@@ -103,11 +103,15 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
         chosen[dataset] = c = selection["selected"]["prompts"]
         assert c in sweep
         # the sweep's points at 1 node; weak n2 = strong reference n2; strong n1 at the reference's
-        # prompts (one of the sweep's points when the first is chosen)
+        # prompts (the shape of a sweep point when the first is chosen)
         expected |= {*(f"{dataset}-n1-p{p}" for p in sweep), f"{dataset}-n2-p{2 * c}", f"{dataset}-n1-p{2 * c}"}
     assert {name.rsplit("-", 1)[0] for name in runs} == expected, sorted(runs)
+    # 4 a dataset: the 1-node strong run is another run than the sweep point of its shape (it keeps
+    # the reference's concurrency per engine: tests/test_plan.py), so the two names above can be one.
+    assert len(runs) == 8, sorted(runs)
     for run_dir in runs.values():
         check_run_directory(run_dir, steps=STEPS)
+        assert json.loads((run_dir / "job.json").read_text())["trainer"] == "verl.trainer.main_ppo"
     two_node = next(r for name, r in runs.items() if "-n2-" in name)
     assert json.loads((two_node / "job.json").read_text())["workers"] == 2
     assert_no_run_processes()
@@ -257,7 +261,7 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
 
 def test_an_imported_log_of_a_real_run_gives_the_runs_own_summary(local_study: Path, tmp_path: Path) -> None:
     results = local_study / "results"
-    run_dir = next(p for p in (results / "runs").iterdir() if "-n2-" in p.name)
+    run_dir = next(p for p in (results / "runs").iterdir() if p.name.startswith("gsm8k-n2-"))
     run = json.loads((run_dir / "spec.json").read_text())["run"]
     own = json.loads((results / "summaries" / f"{run_dir.name}.json").read_text())
     [config] = (results / ".study").glob("config-*.json")

@@ -1,8 +1,10 @@
 """A run hurt midway, on this host: a crashed worker, a killed workflow. What is tested is the
 launcher, its guard and Snakemake, not verl, so the run is the stand-in trainer
 (tests/standin_trainer.py: verl's process tree, its logs, its death when a worker dies) and each test
-takes seconds of steps instead of verl's minute of start-up. The real trainer's runs end and fail
-through the same launcher in tests/test_local_study.py, tests/test_slurm.py and tests/test_apptainer.py.
+takes seconds of steps instead of verl's minute of start-up. What it does not prove: how the real
+verl tree dies (the stand-in prints Ray's message for a dead worker, which the memory-evidence check
+reads; tests/test_selection.py holds Ray's real text). The real trainer's runs end through the same
+launcher in tests/test_local_study.py and tests/test_apptainer.py; no real-verl failure is tested.
 Marker `verl`: the workflow's preflight composes verl's configuration before any run."""
 
 from __future__ import annotations

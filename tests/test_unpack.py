@@ -5,6 +5,7 @@ are measured by benchmarks/verify_bomb.py."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import tarfile
@@ -49,8 +50,29 @@ README = ("b/README.md", b"# A bundle\n")
         (("b/../../etc/cron.d/x", b"x"), "b/../../etc/cron.d/x: a name outside the bundle's folder"),
         (("/etc/passwd", b"x"), "/etc/passwd: a name outside the bundle's folder"),
         (("other/README.md", b"x"), "other/README.md: not under the bundle's one top folder b/"),
+        # Names tar spells otherwise: README.md as a folder, or a second README.md.
+        (
+            _special("b/./README.md", tarfile.DIRTYPE),
+            "b/./README.md: not a plain name (tar would unpack it as b/README.md)",
+        ),
+        (("b//README.md", b"x"), "b//README.md: not a plain name"),
+        (("b/NOTES.md/", b"x"), "b/NOTES.md/: not a plain name"),
+        (_special("b/README.md/", tarfile.DIRTYPE), "b/README.md: a second member of this name"),
     ],
-    ids=["symlink", "hardlink", "device", "fifo", "duplicate", "dotdot", "absolute", "second-top"],
+    ids=[
+        "symlink",
+        "hardlink",
+        "device",
+        "fifo",
+        "duplicate",
+        "dotdot",
+        "absolute",
+        "second-top",
+        "dot-folder",
+        "double-slash",
+        "file-with-slash",
+        "folder-over-file",
+    ],
 )
 def test_what_tar_would_unpack_otherwise_is_named_and_refused(tmp_path: Path, member, expected: str) -> None:
     # After a regular README.md: a reader's tar xzf would give them the second member's bytes.
@@ -88,3 +110,39 @@ def test_limits_hold_at_the_boundary_and_refuse_one_over(tmp_path: Path, monkeyp
     for which, (members, expected) in over.items():
         problems = unpack_bundle(_archive(tmp_path / f"{which}.tar.gz", members), tmp_path / which).problems
         assert len(problems) == 1 and expected in problems[0], (which, problems)
+
+
+def test_a_header_over_its_bound_or_a_chain_of_headers_is_refused(tmp_path, monkeypatch) -> None:
+    # tarfile reads a long name's header whole before the member is seen: its size is checked first.
+    monkeypatch.setattr(unpack, "MAX_HEADER_BYTES", 150)
+    long_name = "b/" + "n" * 140  # a 143-byte GNU long-name header: within 150
+    fits = tarfile.open(tmp_path / "fits.tar.gz", "w:gz", format=tarfile.GNU_FORMAT)
+    for name in (long_name,):
+        info = tarfile.TarInfo(name)
+        fits.addfile(info, io.BytesIO(b""))
+    fits.close()
+    assert unpack_bundle(tmp_path / "fits.tar.gz", tmp_path / "fits").problems == []
+    over = tarfile.open(tmp_path / "over.tar.gz", "w:gz", format=tarfile.GNU_FORMAT)
+    over.addfile(tarfile.TarInfo("b/" + "n" * 160), io.BytesIO(b""))
+    over.close()
+    [problem] = unpack_bundle(tmp_path / "over.tar.gz", tmp_path / "over").problems
+    assert problem == "a header of 163 bytes (for the member after it), over 150"
+    # 5,000 long-name headers in a row: tarfile follows them by recursion.
+    link = tarfile.TarInfo("././@LongLink")
+    link.type, link.size = tarfile.GNUTYPE_LONGNAME, 2
+    block = link.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape") + b"a\0".ljust(512, b"\0")
+    chain = tmp_path / "chain.tar.gz"
+    chain.write_bytes(gzip.compress(block * 5000 + bytes(1024)))
+    [problem] = unpack_bundle(chain, tmp_path / "chain").problems
+    assert problem == "chain.tar.gz: a chain of headers too long to read; no bundle has one"
+
+
+def test_a_bundle_whose_gzip_checksum_fails_is_refused_as_tar_would(tmp_path: Path) -> None:
+    good = _archive(tmp_path / "good.tar.gz", [README])
+    data = bytearray(good.read_bytes())
+    data[-8] ^= 0xFF  # the gzip trailer's CRC-32
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(bytes(data))
+    assert unpack_bundle(good, tmp_path / "good").problems == []
+    [problem] = unpack_bundle(bad, tmp_path / "bad").problems
+    assert problem.startswith("bad.tar.gz: not a gzip-compressed tar archive (CRC check failed")

@@ -37,8 +37,8 @@ def test_verl_version_is_pinned() -> None:
 
 # config/config.yaml's datasets with the published one-node workloads (docs/study.md).
 PUBLISHED_SHAPE = {
-    "gsm8k": {"per_node": 100, "response": 1024, "token_budget": 16384, "recompute": False},
-    "dapo_math": {"per_node": 10, "response": 8192, "token_budget": 10240, "recompute": True},
+    "gsm8k": {"per_node": 100, "response": 1024, "token_budget": 16384, "recompute": False, "offload": False},
+    "dapo_math": {"per_node": 10, "response": 8192, "token_budget": 10240, "recompute": True, "offload": True},
 }
 
 
@@ -70,7 +70,7 @@ def test_every_lumi_run_composes_with_the_values_the_study_fixes() -> None:
         assert trainer["test_freq"] == -1 and trainer["save_freq"] == -1 and trainer["val_before_train"] is False
         recompute = actor["megatron"]["override_transformer_config"]["recompute_granularity"]
         assert (recompute == "full") == shape["recompute"]
-        assert actor["megatron"]["param_offload"] == shape["recompute"]  # DAPO: both on, GSM8K: both off
+        assert actor["megatron"]["param_offload"] == shape["offload"]
 
 
 def test_every_local_run_composes_for_the_cpu_engine() -> None:

@@ -21,7 +21,8 @@ TRAINER_MODULE = "verl.trainer.main_ppo"
 # Tests of the workflow's own plumbing (a kill, a crash, a time limit, scancel, reruns, the sequential
 # sweep) name a stand-in trainer here that behaves like verl's process tree (tests/standin_trainer.py),
 # so they need not pay verl's start-up each time. Production never sets it: every run is verl's
-# main_ppo, and job.json records which trainer ran, so a stand-in run can never pass for a measurement.
+# main_ppo. job.json records which trainer ran, so a stand-in run is told apart from a measurement by
+# its record (the test suite drops the variable at its start, so only the tests that ask get one).
 STANDIN_TRAINER_VAR = "RLVR_STANDIN_TRAINER"
 
 
@@ -43,7 +44,7 @@ def render_command(study: Study, run: Run, root: Path, launcher_args: list[str])
     for key, value in sorted(environment_templates(study).items()):
         lines.append(shell_export(key, value))
     lines.append('export VERL_FILE_LOGGER_PATH="$PWD/metrics.jsonl"')
-    lines.append(f"exec {shlex.join(python_command(study, root))} -m {trainer_module()} \\")
+    lines.append(f"exec {shlex.join(python_command(study, root))} -m {shlex.quote(trainer_module())} \\")
     lines += [f"  {shlex.quote(arg)} \\" for arg in args]
     lines.append(f'  "{LOGGER_ARG}=$VERL_FILE_LOGGER_PATH"')
     return "\n".join(lines) + "\n"

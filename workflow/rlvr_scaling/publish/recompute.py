@@ -57,7 +57,8 @@ def read_member(root: Path, name: str, findings: Findings) -> Any:
 
 
 def read_indexes(root: Path, config: StudyConfig, findings: Findings) -> list[DatasetIndex]:
-    """In the study's order of datasets, as the tables list them; each run's names checked."""
+    """Every dataset's index the config names (StudyResults puts them in the tables' order, by name);
+    each run's names checked."""
     indexes = []
     for dataset in config.datasets:
         name = f"results/index/{dataset}.json"

@@ -10,6 +10,7 @@ the first member over a limit: a bomb costs seconds and a few MiB.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import tarfile
 import zlib
@@ -21,7 +22,17 @@ from pathlib import Path, PurePosixPath
 MAX_MEMBERS = 20_000
 MAX_MEMBER_BYTES = 1 << 30  # 1 GiB: a run's console.log of a long job is tens of MB
 MAX_TOTAL_BYTES = 4 << 30  # 4 GiB unpacked in all
+# A long name or a pax header is read whole by tarfile before any member can be looked at: a header
+# that claims more is refused before it is read (a bundle's names are a few hundred bytes).
+MAX_HEADER_BYTES = 1 << 20
 CHUNK = 1 << 20
+META_TYPES = (
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+)
 
 KINDS = {
     tarfile.SYMTYPE: "a symbolic link",
@@ -29,7 +40,6 @@ KINDS = {
     tarfile.CHRTYPE: "a character device",
     tarfile.BLKTYPE: "a block device",
     tarfile.FIFOTYPE: "a FIFO",
-    tarfile.CONTTYPE: "a contiguous file",
 }
 
 
@@ -51,11 +61,24 @@ class Refused(Exception):
     """The archive is no bundle a reader can unpack safely; the message names the member."""
 
 
+class _BoundedTarInfo(tarfile.TarInfo):
+    """tarfile's header reader, refusing a long-name or pax header over MAX_HEADER_BYTES before it reads it."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in META_TYPES and self.size > MAX_HEADER_BYTES:
+            raise Refused(f"a header of {self.size} bytes (for the member after it), over {MAX_HEADER_BYTES}")
+        return super()._proc_member(tarfile_)
+
+
 def _member_name(info: tarfile.TarInfo, top: str | None) -> tuple[str, str]:
-    """(top folder, name under it) of a member, or Refused when the name could leave the folder."""
+    """(top folder, name under it) of a member, or Refused when the name could leave the folder or is
+    not in its one plain spelling (b/./x, b//x and a file b/x/ are b/x to tar, not to a digest list)."""
     path = PurePosixPath(info.name)
     if path.is_absolute() or ".." in path.parts or not path.parts or "\\" in info.name:
         raise Refused(f"{info.name}: a name outside the bundle's folder")
+    plain = "/".join(path.parts)
+    if info.name not in (plain, plain + "/") or (info.name.endswith("/") and not info.isdir()):
+        raise Refused(f"{info.name}: not a plain name (tar would unpack it as {plain})")
     first = path.parts[0]
     if top is not None and first != top:
         raise Refused(f"{info.name}: not under the bundle's one top folder {top}/")
@@ -68,9 +91,11 @@ def unpack_bundle(path: Path, root: Path) -> Unpacked:
         _stream(path, unpacked)
     except Refused as refused:
         unpacked.problems.append(str(refused))
+    except RecursionError:  # tarfile follows chained long-name headers by recursion
+        unpacked.problems.append(f"{path.name}: a chain of headers too long to read; no bundle has one")
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         unpacked.problems.append(f"{path.name}: not a gzip-compressed tar archive ({exc})")
-    if not unpacked.problems and not unpacked.top:
+    if not unpacked.problems and not unpacked.digests:
         unpacked.problems.append(f"{path.name}: holds no files")
     return unpacked
 
@@ -79,8 +104,9 @@ def _stream(path: Path, unpacked: Unpacked) -> None:
     seen: set[str] = set()
     total = 0
     top: str | None = None
-    # "r|gz": one pass over the stream, as tar xzf reads it; no member is looked up twice.
-    with tarfile.open(path, "r|gz") as archive:
+    # One pass over the stream, as tar xzf reads it; no member is looked up twice. Through GzipFile,
+    # which checks the gzip trailer's CRC at the end of the stream (tarfile's own "r|gz" does not).
+    with gzip.open(path, "rb") as stream, tarfile.open(fileobj=stream, mode="r|", tarinfo=_BoundedTarInfo) as archive:
         for count, info in enumerate(archive, 1):
             if count > MAX_MEMBERS:
                 raise Refused(f"{path.name}: more than {MAX_MEMBERS} members (a bundle has a few hundred)")
@@ -91,6 +117,13 @@ def _stream(path: Path, unpacked: Unpacked) -> None:
                 raise Refused(f"{info.name}: a second member of this name (tar xzf would keep the last)")
             seen.add(info.name.rstrip("/"))
             if info.isdir():
+                # Made now, so a file and a folder of one name clash here as they would for tar.
+                if name and (unpacked.root / name).is_file():
+                    raise Refused(f"{info.name}: a folder where the bundle has a file of that name")
+                try:
+                    (unpacked.root / name).mkdir(parents=True, exist_ok=True)
+                except (FileExistsError, NotADirectoryError) as exc:
+                    raise Refused(f"{info.name}: in a folder the bundle has as a file") from exc
                 continue
             if not name:
                 raise Refused(f"{info.name}: not under one top folder, as a bundle's files are")
@@ -100,6 +133,10 @@ def _stream(path: Path, unpacked: Unpacked) -> None:
             if total > MAX_TOTAL_BYTES:
                 raise Refused(f"{path.name}: over {MAX_TOTAL_BYTES} bytes unpacked (at {info.name})")
             unpacked.digests[name] = _write(archive, info, unpacked.root / name)
+        # What follows the archive's end (padding) up to the gzip trailer, so that its CRC is checked.
+        left = MAX_TOTAL_BYTES
+        while left > 0 and (chunk := stream.read(min(CHUNK, left))):
+            left -= len(chunk)
     unpacked.top = top or ""
 
 

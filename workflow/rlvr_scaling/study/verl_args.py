@@ -20,6 +20,9 @@ CPU_ENGINE_ARGS = [
     "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
     f"trainer.v1.sampler.custom_sampler.path={paths.PACKAGE_DIR / 'engines' / 'cpu' / 'replay.py'}",
     "trainer.v1.sampler.custom_sampler.name=FastPollReplayBuffer",
+    # Start-up on 2 cores (benchmarks/local_run.py): the overlong-prompt filter in the trainer's own
+    # process instead of a forked pool of one per dataset (same rows kept).
+    "data.filter_overlong_prompts_workers=null",
 ]
 # Set in every process verl starts (the trainer passes its environment on to Ray).
 # Logical CPUs per node for Ray: TransferQueue and the agent loop need more slots than 2 real cores.
@@ -37,6 +40,9 @@ CPU_ENGINE_ENV = {
     "TQ_NUM_THREADS": "1",
     # As `ray start --disable-usage-stats` on Slurm sites: no usage reports from a private instance.
     "RAY_USAGE_STATS_ENABLED": "0",
+    # No scan of installed packages for verl plugins in each of the ~8 processes that import verl
+    # (none is installed; the CPU engine comes through VERL_USE_EXTERNAL_MODULES).
+    "VERL_USE_EXTERNAL_PLUGINS": "none",
 }
 
 
@@ -154,5 +160,7 @@ def _site_args(site: Site, nodes: int) -> list[str]:
             args += [
                 f"+ray_kwargs.ray_init.num_cpus={CPU_ENGINE_RAY_CPUS}",
                 f"+ray_kwargs.ray_init.num_gpus={nodes * site.hardware.gpus_per_node}",
+                # No dashboard: its nine processes start before the raylet, which waits for them.
+                "+ray_kwargs.ray_init.include_dashboard=False",
             ]
     return args

@@ -44,7 +44,9 @@ class HFReplica(RolloutReplica):
             )
             .remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
         )
-        await server.ready.remote()
+        # Not awaited: the server loads its model while verl goes on to start the load balancer and
+        # the agent loop (~11 s of a local start-up). Ray holds every call to it, the weight push
+        # that follows included, until its constructor has returned, and raises its error there.
         self.servers = [server]
         self._server_handle = server
         self._server_address = name
