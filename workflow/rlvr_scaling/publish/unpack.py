@@ -5,7 +5,8 @@ name once. A link, a device, a FIFO, a name outside the top folder or a second m
 would make `tar xzf` give the reader other bytes than those checked (a regular README.md followed by
 a symlink of the same name replaces it), so each is named and the bundle refused. Members are
 streamed to disk and hashed as they come, never held whole in memory, and the archive is refused at
-the first member over a limit: a bomb costs seconds and a few MiB.
+the first member over a limit: a bomb costs seconds, in bounded memory (benchmarks/verify_bomb.py:
+0.5 s and 40 MiB for 2 GiB of zeros, 4.3 s and 108 MiB, mostly the interpreter, for 300,000 members).
 """
 
 from __future__ import annotations
