@@ -87,18 +87,22 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
 
     study = tmp_path / "study.yaml"
     study.write_text(TWO_NODES)
+    # Host variables that must not reach verl's processes (the image starts with a clean
+    # environment): a library path, as `module load` leaves one, and a variable of nobody's.
+    host_only = {"LD_LIBRARY_PATH": str(tmp_path / "host-libs"), "HOST_ONLY_MARKER": tmp_path.name}
     process = subprocess.Popen(
         [SNAKEMAKE, *PROFILES, "--configfile", str(study)],
         cwd=apptainer_workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env={**env, **host_only},
     )
     seen: dict[int, tuple[str, bool]] = {}  # every process of the run: its command, inside the image?
     executables: dict[int, str] = {}  # ...and the program it runs (as the process sees its files)
     tokens: dict[int, str] = {}  # ...and the run (or preflight) it belongs to
     slurm_job: dict[int, list[bytes]] = {}  # ...and the RLVR_SLURM_JOB it sees (the site's ${SLURM_JOB_ID})
+    leaked: dict[int, list[bytes]] = {}  # ...and which of the host-only variables it has
     deadline = time.monotonic() + 1500
     while process.poll() is None and time.monotonic() < deadline:
         for pid, command in token_processes():
@@ -109,6 +113,12 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
                 executables[pid] = os.readlink(f"/proc/{pid}/exe")
                 environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
                 slurm_job[pid] = [e for e in environ if e.startswith(b"RLVR_SLURM_JOB=")]
+                # Apptainer without --cleanenv would append its own libraries to the host's path.
+                leaked[pid] = [
+                    e
+                    for e in environ
+                    if any(e.startswith(f"{k}=".encode()) and v.encode() in e for k, v in host_only.items())
+                ]
                 tokens[pid] = next(e for e in environ if e.startswith(b"RLVR_RUN_TOKEN=")).decode()
             except (OSError, StopIteration):
                 pass
@@ -157,6 +167,9 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
         p: slurm_job.get(p) for p in run_workers
     }
     assert any(slurm_job.get(pid) == expected for pid in run_workers), "RLVR_SLURM_JOB was readable in no Ray worker"
+    # ...while no process inside the image had the host-only variables (exec --cleanenv).
+    inside_pids = [pid for pid, (c, inside) in seen.items() if inside and engine_process(c)]
+    assert inside_pids and {pid: leaked[pid] for pid in inside_pids if leaked.get(pid)} == {}
     engine = [(c, inside) for c, inside in seen.values() if engine_process(c)]
     assert [c[:100] for c, inside in engine if not inside] == []
     # The image's own Python ran all of it, the join probe too: no process of the run used the host's

@@ -68,6 +68,11 @@ def test_every_lumi_run_composes_with_the_values_the_study_fixes() -> None:
         assert trainer["total_training_steps"] == 20
         assert "file" in trainer["logger"]
         assert trainer["test_freq"] == -1 and trainer["save_freq"] == -1 and trainer["val_before_train"] is False
+        # LUMI's Megatron options (config/sites/lumi.yaml engine_options), for the reference model too.
+        for megatron in (actor["megatron"], cfg["actor_rollout_ref"]["ref"]["megatron"]):
+            assert megatron["use_mbridge"] is True and megatron["vanilla_mbridge"] is True
+            transformer = megatron["override_transformer_config"]
+            assert transformer["gradient_accumulation_fusion"] is False and transformer["attention_backend"] == "flash"
         recompute = actor["megatron"]["override_transformer_config"]["recompute_granularity"]
         assert (recompute == "full") == shape["recompute"]
         assert actor["megatron"]["param_offload"] == shape["offload"]

@@ -158,4 +158,5 @@ def test_the_nvidia_example_site_plans_and_dry_runs_with_its_gpus_in_the_image(w
         for run in runs
     )
     command = python_command(load_study(site="nvidia-example"), workdir)
-    assert command[:3] == ["apptainer", "exec", "--nv"] and command[-1] == "python3"
+    # Behind the shell that passes the run's variables into the clean environment (4 words).
+    assert command[4:8] == ["apptainer", "exec", "--cleanenv", "--nv"] and command[-1] == "python3"

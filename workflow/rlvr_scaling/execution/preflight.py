@@ -42,8 +42,14 @@ def engine_modules(study: Study) -> list[str]:
     parallel = study.config.parallel
     names += {"vllm": ["vllm"], "sglang": ["sglang"], "hf": []}[parallel.rollout.engine]
     if parallel.training.engine == "megatron":
-        # verl 0.9.1's Megatron workers build models through Megatron-Bridge (use_mbridge, not vanilla).
-        names += ["megatron.core", "megatron.bridge"]
+        # verl 0.9.1's Megatron workers build models through a bridge: Megatron-Bridge by default,
+        # mbridge with vanilla_mbridge (engine_options.megatron_bridge); both import TE's PyTorch
+        # layers. The flash attention backend (verl's default) runs flash-attention.
+        options = study.site.engine_options
+        names += ["megatron.core", "mbridge" if options.megatron_bridge == "mbridge" else "megatron.bridge"]
+        names.append("transformer_engine.pytorch")
+        if options.attention_backend in (None, "flash"):
+            names.append("flash_attn")
     if study.site.cpu_engine:
         names.append("rlvr_scaling.engines.cpu")
     return names

@@ -17,6 +17,7 @@ from rlvr_scaling.fsutil import sha256_file
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import digest
 from rlvr_scaling.study.validate import CONTAINER_PLACEHOLDERS
+from rlvr_scaling.study.verl_args import CPU_ENGINE_ENV
 
 LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
 # The install step both ways of building share (run inside the base image).
@@ -118,9 +119,13 @@ def require_runtime(study: Study, env: dict[str, str] | None = None) -> None:
 
 
 def build_command(study: Study, definition: str, image: str) -> list[str]:
-    """`<runtime> build --fakeroot` with the site's build options (e.g. a CA bundle bound in)."""
-    build_args = study.require_container().build_args
-    return [runtime(study), "build", "--fakeroot", "--force", *build_args, image, definition]
+    """`<runtime> build` with the site's build options (e.g. a CA bundle bound in): `--fakeroot`
+    where the site has user namespaces; with proot (container.build_privileges), no option at all:
+    SingularityCE builds unprivileged through the proot it finds on PATH (LUMI's way: fakeroot is
+    disabled there)."""
+    container = study.require_container()
+    privileges = ["--fakeroot"] if container.build_privileges == "fakeroot" else []
+    return [runtime(study), "build", *privileges, "--force", *container.build_args, image, definition]
 
 
 def expand(template: str) -> str:
@@ -140,8 +145,39 @@ def record_path(study: Study, root: Path) -> Path:
     return image_path(study, root).with_suffix(".json")
 
 
+# The image starts with a clean environment (`exec --cleanenv`): the host's LD_LIBRARY_PATH (after
+# `module load`, another libfabric), PYTHONPATH and module variables stay outside, where they could
+# win over the image's own. A run's processes get these variables, and only these: the run's own
+# (its token, the stand-in's, the site's RLVR_*), Ray's, Slurm's, verl's, the GPUs Slurm bound, the
+# site's environment and container.pass_environment.
+PASSED_PREFIXES = ("RLVR_", "RAY_", "SLURM_", "VERL_")
+PASSED_NAMES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
+
+
+def passed_variables(study: Study) -> tuple[list[str], list[str]]:
+    """The prefixes and the names of the variables that enter the image (see PASSED_PREFIXES)."""
+    container = study.require_container()
+    names = {*PASSED_NAMES, *study.site.environment, *container.pass_environment}
+    if study.site.cpu_engine:
+        names.update(CPU_ENGINE_ENV)
+    return list(PASSED_PREFIXES), sorted(name for name in names if not name.startswith(PASSED_PREFIXES))
+
+
+def pass_environment_command(study: Study) -> list[str]:
+    """A host-side shell that exports each passed variable the caller has as <RUNTIME>ENV_<NAME>,
+    which the runtime sets inside the image even with --cleanenv, then becomes the runtime. In the
+    command itself, not in the launcher's environment: srun carries it to every node, and command.sh
+    stays runnable by hand."""
+    prefixes, names = passed_variables(study)
+    listed = " ".join([*(f"${{!{prefix}*}}" for prefix in prefixes), *names])
+    into = f"{runtime(study).upper()}ENV_"
+    script = f'for n in {listed}; do [ -n "${{!n+x}}" ] && export "{into}$n=${{!n}}"; done; exec "$@"'
+    return ["bash", "-c", script, "rlvr-scaling-pass-environment"]
+
+
 def exec_prefix(study: Study, root: Path) -> list[str]:
-    """`<runtime> exec --bind ... IMAGE`, or nothing on a site without a container."""
+    """`<runtime> exec --cleanenv --bind ... IMAGE` behind the shell that passes the run's variables
+    in, or nothing on a site without a container."""
     container = study.site.container
     if container is None:
         return []
@@ -158,7 +194,8 @@ def exec_prefix(study: Study, root: Path) -> list[str]:
         # Its own --bind: the options' comma would split a comma-joined list.
         options += ["--bind", squashfs_bind(image)]
         image = container.base_image
-    return [runtime(study), "exec", *options, "--bind", ",".join(dict.fromkeys(binds)), image]
+    command = [runtime(study), "exec", "--cleanenv", *options, "--bind", ",".join(dict.fromkeys(binds)), image]
+    return [*pass_environment_command(study), *command]
 
 
 def squashfs_bind(image: str) -> str:
@@ -175,28 +212,29 @@ def python_command(study: Study, root: Path) -> list[str]:
     return [*exec_prefix(study, root), python]
 
 
-def _login_shell_environment(commands: list[str], base: dict[str, str]) -> dict[str, str]:
+def _login_shell_environment(commands: list[str], base: dict[str, str], key: str) -> dict[str, str]:
     result = subprocess.run(
         ["bash", "-lc", " && ".join([*commands, "env -0"])], capture_output=True, env=base, timeout=120
     )
     if result.returncode != 0:
         raise StudyError(
-            f"container.modules failed (exit {result.returncode}): {commands}\n"
+            f"container.{key} failed (exit {result.returncode}): {commands}\n"
             f"{result.stderr.decode(errors='replace')[-2000:]}"
         )
     return dict(item.split("=", 1) for item in result.stdout.decode(errors="replace").split("\0") if "=" in item)
 
 
-def module_environment(study: Study, base: dict[str, str]) -> dict[str, str]:
-    """Variables the site's module commands set (LUMI: the AIF singularity bindings), applied to the
-    launcher's environment so that every `<runtime> exec` sees them. `module` needs a login shell;
-    what the login shell sets by itself is left out by comparing with one that runs no commands."""
-    commands = study.site.container.modules if study.site.container else []
+def module_environment(study: Study, base: dict[str, str], key: str = "modules") -> dict[str, str]:
+    """Variables the site's module commands set (container.modules, LUMI: the AIF singularity
+    bindings; container.build_modules for a build: LUMI's PRoot), applied to the launcher's
+    environment so that every `<runtime>` command sees them. `module` needs a login shell; what the
+    login shell sets by itself is left out by comparing with one that runs no commands."""
+    commands = getattr(study.site.container, key) if study.site.container else []
     if not commands:
         return {}
     try:
-        before = _login_shell_environment([], base)
-        after = _login_shell_environment(commands, base)
+        before = _login_shell_environment([], base, key)
+        after = _login_shell_environment(commands, base, key)
     except StudyError as exc:
         raise StudyError(f"site '{study.site_name}' {exc}") from exc
     return {key: value for key, value in after.items() if before.get(key) != value and not key.startswith("BASH_FUNC")}

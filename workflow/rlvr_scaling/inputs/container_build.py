@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,6 +20,7 @@ from rlvr_scaling.inputs.container import (
     VENV_PYTHON,
     build_command,
     build_kind,
+    module_environment,
     require_runtime,
     runtime,
     squashfs,
@@ -126,31 +128,77 @@ def check_base_pin(study: Study) -> str | None:
     return found
 
 
+def _run_time_binding(name: str) -> bool:
+    """A variable that binds host paths into, or sets variables inside, every container the runtime
+    starts: what LUMI's lumi-aif-singularity-bindings module sets for runs. A build must not inherit
+    it from the submitting shell: a bound path the base image lacks fails the build ("mount
+    /var/spool/slurmd ... doesn't exist in container")."""
+    runtimes = ("SINGULARITY", "APPTAINER")
+    return name in {f"{r}_{what}" for r in runtimes for what in ("BIND", "BINDPATH")} or name.startswith(
+        tuple(f"{r}ENV_" for r in runtimes)
+    )
+
+
+def build_environment(study: Study, base: dict[str, str], tmpdir: Path | None = None) -> dict[str, str]:
+    """The environment a build runs in: the job's, without the run-time bindings, after the site's
+    build modules (LUMI: `module load LUMI PRoot`), with the runtime's temporary and cache folders in
+    `tmpdir` (LUMI's advice: node memory, /tmp, never Lustre, where unpacking the base image has
+    "serious performance consequences")."""
+    env = {key: value for key, value in base.items() if not _run_time_binding(key)}
+    env.update(module_environment(study, env, key="build_modules"))
+    if tmpdir is not None:
+        prefix = runtime(study).upper()
+        env.update({f"{prefix}_TMPDIR": str(tmpdir / "tmp"), f"{prefix}_CACHEDIR": str(tmpdir / "cache")})
+    container = study.require_container()
+    if (
+        container.build_privileges == "proot"
+        and not squashfs(study)
+        and shutil.which("proot", path=env.get("PATH")) is None
+    ):
+        raise ConfigError(
+            "container.build_privileges",
+            "proot",
+            "proot on PATH for the build (container.build_modules loads it: on LUMI `module load LUMI PRoot`)",
+            f"site '{study.site_name}', build_modules {container.build_modules}",
+        )
+    return env
+
+
 def build_image(study: Study, definition: Path, image: Path, record: Path) -> dict[str, Any]:
     """Build next to `image` and move it in only when the build and its record succeed."""
+    container = study.require_container()
+    # One folder per build (two builds on one node share /tmp), removed whatever happens.
+    tmpdir = Path(container.build_tmpdir) / f"rlvr-build-{os.getpid()}" if container.build_tmpdir else None
+    env = build_environment(study, dict(os.environ), tmpdir)  # proot's check before the base's digest
     base_sha256 = check_base_pin(study)
-    require_runtime(study)
-    if squashfs(study) and shutil.which("mksquashfs") is None:
+    require_runtime(study, env)
+    if squashfs(study) and shutil.which("mksquashfs", path=env.get("PATH")) is None:
         raise StudyError("container.build venv-squashfs packs the venv with mksquashfs, which is not on PATH here")
     partial = image.with_name(f".{image.name}.building")
     partial.unlink(missing_ok=True)
     try:
+        if tmpdir is not None:
+            for sub in ("tmp", "cache"):
+                (tmpdir / sub).mkdir(parents=True, exist_ok=True)
         if squashfs(study):
-            _build_squashfs(study, definition, partial)
+            _build_squashfs(study, definition, partial, env)
         else:
-            result = subprocess.run(build_command(study, str(definition), str(partial)))
+            result = subprocess.run(build_command(study, str(definition), str(partial)), env=env)
             if result.returncode != 0:
                 raise StudyError(f"the image build failed (exit {result.returncode}); its output is above")
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    finally:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
     partial.rename(image)
     facts = image_record(study, definition, image, base_sha256)
     write_json(record, facts)
     return facts
 
 
-def _build_squashfs(study: Study, script: Path, target: Path) -> None:
+def _build_squashfs(study: Study, script: Path, target: Path, env: dict[str, str]) -> None:
     """The venv, made inside the base image by the rendered script in a work directory beside the
     target, then packed into SquashFS; the work directory goes either way."""
     work = target.with_name(f"{target.name}.venv").resolve()
@@ -161,11 +209,11 @@ def _build_squashfs(study: Study, script: Path, target: Path) -> None:
         lock = study.require_container().constraints
         if lock:
             shutil.copy(paths.REPO_ROOT / lock, work / Path(LOCK_IN_VENV).name)
-        result = subprocess.run(["bash", str(script), str(work)])
+        result = subprocess.run(["bash", str(script), str(work)], env=env)
         if result.returncode != 0:
             raise StudyError(f"the venv build failed (exit {result.returncode}); its output is above")
         squash = ["mksquashfs", str(work), str(target), "-noappend", *study.require_container().squashfs_args]
-        result = subprocess.run(squash, stdout=subprocess.DEVNULL)
+        result = subprocess.run(squash, stdout=subprocess.DEVNULL, env=env)
         if result.returncode != 0:
             raise StudyError(f"packing the venv failed (exit {result.returncode}): {' '.join(squash)}")
     finally:

@@ -92,7 +92,13 @@ class Container(Section):
     modules: list[str] = field(default_factory=list)  # shell commands run before the runtime (module load)
     runtime: str = "apptainer"  # the command that builds and runs the image (LUMI: singularity)
     base_sha256: str | None = None  # pinned: the build refuses another base, and it enters the run ids
+    base_packages: str | None = None  # the base's `pip list` (a file in the repository): the resolve check
     build: str = "definition"  # definition | venv-squashfs
+    # How an unprivileged user builds a definition: fakeroot (user namespaces), or proot where the
+    # site has no fakeroot (LUMI); build_modules put proot on PATH. See inputs.container_build.
+    build_privileges: str = "fakeroot"  # fakeroot | proot
+    build_modules: list[str] = field(default_factory=list)  # shell commands run before a build
+    build_tmpdir: str | None = None  # the runtime's temporary and cache folders during a build
     squashfs_args: list[str] = field(default_factory=list)
     python: str = "python3"
     verl_extras: list[str] = field(default_factory=lambda: ["verl-core"])
@@ -100,12 +106,20 @@ class Container(Section):
     constraints: str | None = None  # a pip constraints file in the repository (a lock)
     build_args: list[str] = field(default_factory=list)
     exec_args: list[str] = field(default_factory=list)
+    pass_environment: list[str] = field(default_factory=list)  # further host variables a run gets inside
 
 
 @dataclass(frozen=True)
 class EngineOptions(Section):
     rollout_enforce_eager: bool | None = None  # None: verl's default
     enforce_eager_reason: str | None = None
+    # How verl's Megatron workers build models from Hugging Face weights: megatron-bridge (verl's
+    # default, megatron.bridge) or mbridge (vanilla_mbridge=True). None: verl's default.
+    megatron_bridge: str | None = None
+    # Megatron's fused weight-gradient accumulation (CUDA-only kernel); None: the bridge's default.
+    gradient_accumulation_fusion: bool | None = None
+    attention_backend: str | None = None  # flash | fused | unfused | local | auto; None: verl's (flash)
+    reasons: dict[str, str] = field(default_factory=dict)  # why each option is set, with its source
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def build_verl_args(
         *_rollout_args(config, data, concurrency),
         *_trainer_args(config, site, nodes, experiment_name),
         *_training_engine_args(config.parallel.training, data.memory),
-        *_site_args(site, nodes),
+        *_site_args(site, nodes, config.parallel.training),
     ]
 
 
@@ -148,11 +148,30 @@ def _training_engine_args(training: Training, memory: Memory) -> list[str]:
     return args
 
 
-def _site_args(site: Site, nodes: int) -> list[str]:
+def _megatron_site_args(site: Site) -> list[str]:
+    """The site's Megatron options (LUMI's ROCm stack: docs/lumi.md). The reference model inherits
+    the actor's bridge and transformer overrides (verl's oc.select defaults)."""
+    options = site.engine_options
+    megatron = "actor_rollout_ref.actor.megatron"
+    args = []
+    if options.megatron_bridge is not None:
+        args.append(f"{megatron}.vanilla_mbridge={_flag(options.megatron_bridge == 'mbridge')}")
+    if options.gradient_accumulation_fusion is not None:
+        # Not among verl's listed overrides: a new key of the transformer config ('+').
+        flag = _flag(options.gradient_accumulation_fusion)
+        args.append(f"+{megatron}.override_transformer_config.gradient_accumulation_fusion={flag}")
+    if options.attention_backend is not None:
+        args.append(f"{megatron}.override_transformer_config.attention_backend={options.attention_backend}")
+    return args
+
+
+def _site_args(site: Site, nodes: int, training: Training) -> list[str]:
     args = []
     eager = site.engine_options.rollout_enforce_eager
     if eager is not None:
         args.append(f"actor_rollout_ref.rollout.enforce_eager={_flag(eager)}")
+    if training.engine == "megatron":
+        args += _megatron_site_args(site)
     if site.cpu_engine:
         args += CPU_ENGINE_ARGS
         if site.launch.kind == "local":
