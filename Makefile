@@ -51,9 +51,10 @@ demo: $(STAMP)
 test: $(STAMP) $(WORKFLOW_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup
 
-# After each edit: everything that starts no trainer (real or stand-in), no Slurm job and no image build.
+# After each edit: everything that starts no trainer (real or stand-in), no Slurm job, no image build
+# and no resolve against the package index.
 test-fast: $(STAMP)
-	$(BIN)/pytest -n 2 -m "not slow and not slurm and not apptainer and not standin"
+	$(BIN)/pytest -n 2 -m "not slow and not slurm and not apptainer and not standin and not resolve"
 
 lint: $(STAMP)
 	$(BIN)/ruff check workflow tests benchmarks

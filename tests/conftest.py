@@ -48,6 +48,17 @@ class Requirement:
     missing: str
 
 
+def _resolve_python_found() -> bool:
+    from rlvr_scaling.errors import StudyError
+    from rlvr_scaling.inputs.resolve_check import find_python
+
+    try:
+        find_python((3, 12))
+    except StudyError:
+        return False
+    return True
+
+
 REQUIREMENTS = {
     "slurm": Requirement("RLVR_REQUIRE_SLURM", lambda: shutil.which("sbatch") is not None, "sbatch not found"),
     "apptainer": Requirement(
@@ -56,6 +67,8 @@ REQUIREMENTS = {
     # `slow` tests run the real verl trainer on CPU.
     "slow": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
     "verl": Requirement("RLVR_REQUIRE_VERL", _verl_installed, "verl is not importable"),
+    # The resolve check: the base's Python version (3.12) and the package index.
+    "resolve": Requirement("RLVR_REQUIRE_RESOLVE", _resolve_python_found, "no Python 3.12 for the resolve check"),
     "workflow_env": Requirement(
         "RLVR_REQUIRE_WORKFLOW_ENV",
         lambda: os.access(WORKFLOW_PYTHON, os.X_OK),

@@ -57,6 +57,16 @@ def _add_stage_commands(sub: Any) -> None:
         commands.cmd_container_build,
         "build the site's image and record its digests and packages",
     )
+    resolve = _command(
+        sub,
+        "resolve-check",
+        commands.cmd_resolve_check,
+        "resolve the image's install against the base's package set, without building (network: PyPI)",
+    )
+    resolve.add_argument(
+        "--base-packages", default=None, help="the base's `pip list --format=freeze` (default: the site's)"
+    )
+    resolve.add_argument("--json", action="store_true", help="print the verdict as JSON")
     build.add_argument("--definition", required=True)
     build.add_argument("--image", required=True)
     build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")

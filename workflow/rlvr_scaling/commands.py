@@ -254,6 +254,17 @@ def cmd_container_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resolve_check(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.resolve_check import resolve_check, verdict_text
+
+    verdict = resolve_check(_load(args), Path(args.base_packages) if args.base_packages else None)
+    if args.json:
+        print_json(verdict.to_json(), sys.stdout)
+    else:
+        sys.stdout.write(verdict_text(verdict))
+    return 0 if verdict.ok else 1
+
+
 def cmd_preflight(args: argparse.Namespace) -> int:
     from rlvr_scaling.execution.preflight import run_preflight
 
