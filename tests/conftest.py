@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +28,9 @@ _SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
 # Only a test that asks for the stand-in trainer gets it (workflow_helpers.STANDIN): one leaked from
 # the shell would make the real trainer's tests run the stand-in.
 os.environ.pop("RLVR_STANDIN_TRAINER", None)
+# No test writes the repository's inputs lock (config/inputs.lock.json): downloads in tests lock into
+# a file of this session's (inputs/input_lock).
+os.environ["RLVR_INPUTS_LOCK"] = str(Path(tempfile.mkdtemp(prefix="rlvr-test-lock-")) / "inputs.lock.json")
 os.environ["RLVR_RUN_TOKEN_TAG"] = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}x{_SESSION[:16]}".replace("-", "")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from rlvr_scaling.inputs import data
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.inputs import data, input_lock
+from rlvr_scaling.inputs import model as model_stage
 from rlvr_scaling.inputs.data import dapo_frames, gsm8k_frames, prepare_dataset
 from rlvr_scaling.study.config import load_study
 
@@ -80,21 +83,113 @@ def test_dapo_deduplicates_and_holds_out_a_slice() -> None:
 def test_download_path_writes_a_manifest_with_the_resolved_commit(tmp_path: Path, monkeypatch) -> None:
     upstream = tmp_path / "upstream.parquet"
     pd.DataFrame({"question": ["q"], "answer": ["#### 4"]}).to_parquet(upstream)
-    monkeypatch.setattr(data, "_hub_download", lambda repo, filename, revision: (upstream, "c0ffee"))
+    monkeypatch.setattr(data, "_resolve_dataset", lambda repo, revision: "c0ffee")
+    monkeypatch.setattr(data, "_fetch_dataset_file", lambda repo, filename, commit: upstream)
     study = load_study(site="lumi")
     manifest = prepare_dataset(study, "gsm8k", tmp_path / "gsm8k")
     assert manifest["commit"] == "c0ffee" and manifest["source"] == "openai/gsm8k"
     assert json.loads((tmp_path / "gsm8k" / "manifest.json").read_text())["files"]["train"]["rows"] == 1
 
 
-def test_failed_preparation_leaves_nothing_half_written(tmp_path: Path, monkeypatch) -> None:
+def test_failed_preparation_leaves_nothing_half_written_and_locks_nothing(
+    tmp_path: Path, monkeypatch, lock_file: Path
+) -> None:
     def broken(*_args):
         raise ConnectionError("hub unreachable")
 
-    monkeypatch.setattr(data, "_hub_download", broken)
+    monkeypatch.setattr(data, "_resolve_dataset", lambda repo, revision: "c0ffee")
+    monkeypatch.setattr(data, "_fetch_dataset_file", broken)
     with pytest.raises(ConnectionError):
         prepare_dataset(load_study(site="lumi"), "gsm8k", tmp_path / "gsm8k")
     assert list(tmp_path.iterdir()) == []
+    assert input_lock.locked_entry("dataset", "openai/gsm8k", "main") is None
+
+
+@pytest.fixture
+def lock_file(tmp_path: Path, monkeypatch) -> Path:
+    path = tmp_path / "lock" / "inputs.lock.json"
+    monkeypatch.setenv(input_lock.LOCK_FILE_VAR, str(path))
+    return path
+
+
+def test_the_first_download_locks_the_commit_and_digests_and_later_ones_take_them(
+    tmp_path: Path, monkeypatch, lock_file: Path
+) -> None:
+    """The hub's `main` moves between two downloads; the second one still gets the locked commit,
+    and a file changed under that commit stops the stage, naming it, with the data prepared before
+    left as it was."""
+    upstream = {
+        "main/train-00000-of-00001.parquet": tmp_path / "train.parquet",
+        "main/test-00000-of-00001.parquet": tmp_path / "test.parquet",
+    }
+    for path in upstream.values():
+        pd.DataFrame({"question": ["q", "r"], "answer": ["#### 4", "#### 5"]}).to_parquet(path)
+    branch = {"main": "c0ffee"}
+    fetched: list[str] = []
+    monkeypatch.setattr(data, "_resolve_dataset", lambda repo, revision: branch[revision])
+
+    def fetch(repo: str, filename: str, commit: str) -> Path:
+        fetched.append(commit)
+        return upstream[filename]
+
+    monkeypatch.setattr(data, "_fetch_dataset_file", fetch)
+    study = load_study(site="lumi")
+    first = prepare_dataset(study, "gsm8k", tmp_path / "gsm8k")
+    lock = json.loads(lock_file.read_text())["inputs"]["dataset:openai/gsm8k"]
+    digests = {name: hashlib.sha256(path.read_bytes()).hexdigest() for name, path in upstream.items()}
+    assert lock == {"revision": "main", "commit": "c0ffee", "files": digests}
+    assert first["locked"] is False and first["upstream_sha256"] == digests
+
+    branch["main"] = "beef"  # the branch moved on the hub
+    second = prepare_dataset(study, "gsm8k", tmp_path / "again")
+    assert fetched[-2:] == ["c0ffee", "c0ffee"] and second["commit"] == "c0ffee" and second["locked"] is True
+    assert (tmp_path / "again" / "train.parquet").read_bytes() == (tmp_path / "gsm8k" / "train.parquet").read_bytes()
+
+    prepared = (tmp_path / "gsm8k" / "manifest.json").read_bytes()
+    pd.DataFrame({"question": ["other"], "answer": ["#### 1"]}).to_parquet(upstream["main/test-00000-of-00001.parquet"])
+    with pytest.raises(StudyError) as refused:
+        prepare_dataset(study, "gsm8k", tmp_path / "gsm8k")
+    message = str(refused.value)
+    assert (
+        "main/test-00000-of-00001.parquet does not match" in message
+        and digests["main/test-00000-of-00001.parquet"] in message
+    )
+    assert (tmp_path / "gsm8k" / "manifest.json").read_bytes() == prepared
+    # Another revision in the config is another input: not locked yet.
+    assert input_lock.locked_entry("dataset", "openai/gsm8k", "refs/pr/1") is None
+
+
+def test_a_downloaded_model_is_locked_and_a_changed_weight_file_is_refused(
+    tmp_path: Path, monkeypatch, lock_file: Path
+) -> None:
+    content = {"config.json": b"{}", "model-00001-of-00002.safetensors": b"weights"}
+
+    def fetch(name: str, commit: str, output: Path) -> None:
+        for filename, payload in content.items():
+            (output / filename).write_bytes(payload)
+
+    monkeypatch.setattr(model_stage, "_resolve_model", lambda name, revision: "abc123")
+    monkeypatch.setattr(model_stage, "_fetch_model", fetch)
+    study = load_study(site="lumi")
+    assert "model Qwen/Qwen3-8B@main" in input_lock.unlocked_inputs(study)
+    manifest = model_stage.prepare_model(study, tmp_path / "model")
+    assert manifest["commit"] == "abc123"
+    locked = json.loads(lock_file.read_text())["inputs"]["model:Qwen/Qwen3-8B"]
+    assert locked["files"] == {name: hashlib.sha256(payload).hexdigest() for name, payload in content.items()}
+    # The plan now names only the datasets as not locked.
+    assert input_lock.unlocked_inputs(study) == [
+        "dataset openai/gsm8k@main",
+        "dataset BytedTsinghua-SIA/DAPO-Math-17k@main",
+    ]
+
+    content["model-00001-of-00002.safetensors"] = b"other weights"
+    with pytest.raises(StudyError, match=r"model-00001-of-00002\.safetensors does not match"):
+        model_stage.prepare_model(study, tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_local_study_has_nothing_to_lock() -> None:
+    assert input_lock.unlocked_inputs(load_study(site="local")) == []
 
 
 def test_tiny_model_is_seeded_and_loads(tmp_path: Path) -> None:

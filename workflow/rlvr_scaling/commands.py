@@ -32,7 +32,7 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
     from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
-    from rlvr_scaling.study.plan_view import plan_table, results_line, site_note, sweep_savings
+    from rlvr_scaling.study.plan_view import lock_line, plan_table, results_line, site_note, sweep_savings
 
     study = _load(args)
     if args.nodes:
@@ -49,6 +49,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(line)
         print(budget_line(study_cost(study, plan, root)))
         print(results_line(study, Path(args.root)))
+        if line := lock_line(study):
+            print(line)
         return 0
     print_json([run.to_dict() for run in plan], sys.stdout)
     if note := site_note(study):

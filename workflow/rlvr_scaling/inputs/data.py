@@ -1,7 +1,8 @@
 """The data stage: datasets in verl's parquet schema, with a manifest of row counts and checksums.
 
 Synthetic data (the local site) is generated here; the real datasets are downloaded from the hub at
-the configured revision and converted (GSM8K) or deduplicated and split (DAPO-Math-17K).
+the configured revision (at the commit config/inputs.lock.json locks, once it does: inputs/input_lock)
+and converted (GSM8K) or deduplicated and split (DAPO-Math-17K).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
 from rlvr_scaling.inputs import synthetic
+from rlvr_scaling.inputs.input_lock import check_files, locked_entry, record
 from rlvr_scaling.inputs.verl_rows import dapo_row, gsm8k_row
 from rlvr_scaling.study.config import Study
 
@@ -101,12 +103,29 @@ def dapo_frames(upstream: pd.DataFrame, val_rows: int = DAPO_VAL_ROWS) -> dict[s
     return frames
 
 
-def _hub_download(repo: str, filename: str, revision: str) -> tuple[Path, str]:
-    from huggingface_hub import HfApi, hf_hub_download
+def _resolve_dataset(repo: str, revision: str) -> str:
+    """The commit a branch (or tag, or commit) of a hub dataset names today."""
+    from huggingface_hub import HfApi
 
-    commit = HfApi().dataset_info(repo, revision=revision).sha
-    path = hf_hub_download(repo, filename, repo_type="dataset", revision=commit)
-    return Path(path), commit
+    return HfApi().dataset_info(repo, revision=revision).sha
+
+
+def _fetch_dataset_file(repo: str, filename: str, commit: str) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    return Path(hf_hub_download(repo, filename, repo_type="dataset", revision=commit))
+
+
+def _download(spec: Any, filenames: list[str]) -> tuple[dict[str, Path], str, dict[str, str], bool]:
+    """The upstream files at the locked commit (inputs/input_lock), or at the commit the revision
+    names today for an input not locked yet; their digests checked against the lock."""
+    entry = locked_entry("dataset", spec.source, spec.revision)
+    commit = entry["commit"] if entry else _resolve_dataset(spec.source, spec.revision)
+    fetched = {filename: _fetch_dataset_file(spec.source, filename, commit) for filename in filenames}
+    digests = {filename: sha256_file(path) for filename, path in fetched.items()}
+    if entry:
+        check_files("dataset", spec.source, entry, digests)
+    return fetched, commit, digests, entry is not None
 
 
 def write_dataset(frames: dict[str, pd.DataFrame], output: Path, provenance: dict[str, Any]) -> dict[str, Any]:
@@ -132,15 +151,17 @@ def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
         seed = seed_of(spec.revision)
         frames = synthetic_frames(fmt, seed)
         provenance.update(revision=spec.revision, generator="rlvr_scaling.inputs.synthetic", seed=seed)
-    elif fmt == "gsm8k":
-        upstream, commit = {}, None
-        for split, filename in GSM8K_FILES.items():
-            path, commit = _hub_download(spec.source, filename, spec.revision)
-            upstream[split] = pd.read_parquet(path)
-        frames = gsm8k_frames(upstream)
-        provenance.update(revision=spec.revision, commit=commit, upstream_files=GSM8K_FILES)
+        return write_dataset(frames, output, provenance)
+    filenames = list(GSM8K_FILES.values()) if fmt == "gsm8k" else [DAPO_FILE]
+    fetched, commit, digests, was_locked = _download(spec, filenames)
+    if fmt == "gsm8k":
+        frames = gsm8k_frames({split: pd.read_parquet(fetched[name]) for split, name in GSM8K_FILES.items()})
+        provenance.update(upstream_files=GSM8K_FILES)
     else:
-        path, commit = _hub_download(spec.source, DAPO_FILE, spec.revision)
-        frames = dapo_frames(pd.read_parquet(path))
-        provenance.update(revision=spec.revision, commit=commit, upstream_files=[DAPO_FILE])
-    return write_dataset(frames, output, provenance)
+        frames = dapo_frames(pd.read_parquet(fetched[DAPO_FILE]))
+        provenance.update(upstream_files=[DAPO_FILE])
+    provenance.update(revision=spec.revision, commit=commit, upstream_sha256=digests, locked=was_locked)
+    manifest = write_dataset(frames, output, provenance)
+    if not was_locked:  # after the dataset is written: a failed conversion locks nothing
+        record("dataset", spec.source, spec.revision, commit, digests)
+    return manifest

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
+from rlvr_scaling.inputs.input_lock import check_files, locked_entry, record
 from rlvr_scaling.inputs.synthetic import corpus
 from rlvr_scaling.study.config import Study
 
@@ -72,31 +73,51 @@ def build_tiny_model(max_context: int, seed: int, output: Path) -> dict[str, Any
     return {"parameters": sum(p.numel() for p in model.parameters()), "vocab_size": len(tokenizer)}
 
 
-def download_model(name: str, revision: str, output: Path) -> dict[str, Any]:
-    from huggingface_hub import HfApi, snapshot_download
+def _resolve_model(name: str, revision: str) -> str:
+    """The commit a branch (or tag, or commit) of a hub model names today."""
+    from huggingface_hub import HfApi
 
-    commit = HfApi().model_info(name, revision=revision).sha
+    return HfApi().model_info(name, revision=revision).sha
+
+
+def _fetch_model(name: str, commit: str, output: Path) -> None:
+    from huggingface_hub import snapshot_download
+
     snapshot_download(name, revision=commit, local_dir=output)
-    return {"commit": commit}
+
+
+def model_files(folder: Path) -> dict[str, dict[str, Any]]:
+    """Every file of the model with its size and sha256 (not the hub client's .cache)."""
+    return {
+        str(path.relative_to(folder)): {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and ".cache" not in path.relative_to(folder).parts
+    }
 
 
 def prepare_model(study: Study, output: Path) -> dict[str, Any]:
-    """Build or download into a staging directory, then move into place with a manifest."""
+    """Build or download into a staging directory, then move into place with a manifest. A download
+    takes the commit config/inputs.lock.json locks (inputs/input_lock), or locks the one it got."""
     spec = study.config.model
+    entry = None
     with staged_directory(output) as staging:
         if spec.source == "tiny":
             seed = int(str(spec.revision).removeprefix("seed-"))
             details = build_tiny_model(spec.max_context, seed, staging)
             details.update(seed=seed, architecture="Qwen3ForCausalLM", random_weights=True)
         else:
-            details = download_model(spec.name, spec.revision, staging)
+            entry = locked_entry("model", spec.name, spec.revision)
+            commit = entry["commit"] if entry else _resolve_model(spec.name, spec.revision)
+            _fetch_model(spec.name, commit, staging)
+            details = {"commit": commit, "locked": entry is not None}
         manifest = {"name": spec.name, "source": spec.source, "revision": spec.revision, **details}
         # Hashed once here, where the files were just written: a bundle names the weights it was
         # measured with without reading gigabytes again.
-        manifest["files"] = {
-            str(path.relative_to(staging)): {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
-            for path in sorted(staging.rglob("*"))
-            if path.is_file() and ".cache" not in path.relative_to(staging).parts
-        }
+        manifest["files"] = model_files(staging)
+        digests = {name: facts["sha256"] for name, facts in manifest["files"].items()}
+        if entry is not None:
+            check_files("model", spec.name, entry, digests)
         (staging / "rlvr_manifest.json").write_text(json_text(manifest))
+    if spec.source != "tiny" and entry is None:
+        record("model", spec.name, spec.revision, manifest["commit"], digests)
     return manifest

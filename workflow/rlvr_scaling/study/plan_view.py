@@ -146,3 +146,16 @@ def results_line(study: Study, root: Path) -> str:
     if link.is_symlink():
         return f"Results: {link.resolve()} ({link} links there)"
     return f"Results: {link.resolve()}"
+
+
+def lock_line(study: Study) -> str | None:
+    """Which hub inputs are not locked yet (inputs/input_lock), or None when all are."""
+    from rlvr_scaling.inputs.input_lock import LOCK_FILE, unlocked_inputs
+
+    unlocked = unlocked_inputs(study)
+    if not unlocked:
+        return None
+    return (
+        f"Inputs not locked yet: {', '.join(unlocked)}. Their first download locks the commit and the "
+        f"files' digests in {LOCK_FILE}; commit that file to freeze the study's inputs."
+    )
