@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -147,13 +148,17 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert "apptainer exec" in (runs[0] / "command.sh").read_text()  # container.runtime
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
-    # Two Ray clusters of two nodes each: the preflight's (it reruns after the refused first try)
-    # and the run's, told apart by their run tokens.
-    raylets = sorted(tokens.get(pid, "?") for pid, (c, _) in seen.items() if "/raylet/raylet" in c)
-    assert len(raylets) == 4 and len(set(raylets)) == 2 and raylets.count(raylets[0]) == 2, raylets
-    raylets = [c for pid, (c, _) in seen.items() if "/raylet/raylet" in c and tokens.get(pid) == raylets[-1]]
-    # The run's own token: its trainer's (the preflight starts no trainer).
-    [run_token] = {tokens[pid] for pid, (c, _) in seen.items() if "-m verl.trainer.main_ppo" in c and pid in tokens}
+    # Three Ray clusters, told apart by their run tokens: the preflight's two-node check (it reruns
+    # after the refused first try; no trainer), the preflight's engine smoke (one node, a trainer),
+    # and the run's (two nodes, a trainer).
+    raylet_count = Counter(tokens.get(pid, "?") for pid, (c, _) in seen.items() if "/raylet/raylet" in c)
+    trainers = {tokens[pid] for pid, (c, _) in seen.items() if "-m verl.trainer.main_ppo" in c and pid in tokens}
+    assert sorted(raylet_count.values()) == [1, 2, 2] and len(trainers) == 2, (raylet_count, trainers)
+    [run_token] = [token for token in trainers if raylet_count[token] == 2]
+    [smoke_token] = [token for token in trainers if raylet_count[token] == 1]
+    raylets = [c for pid, (c, _) in seen.items() if "/raylet/raylet" in c and tokens.get(pid) == run_token]
+    preflight = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
+    assert preflight["engine_smoke"]["status"] == "succeeded" and len(preflight["engine_smoke"]["step_seconds"]) == 2
     workers = [(c, inside) for c, inside in seen.values() if c.startswith(("ray::WorkerDict", "ray::HFGeneration"))]
     assert len(raylets) == 2, raylets
     assert len(workers) >= 2, sorted(c for c, _ in seen.values())
@@ -225,6 +230,9 @@ def test_a_two_node_run_with_verl_added_the_squashfs_way(apptainer_workdir: Path
     assert passed["engine"]["modules"]["verl.trainer.main_ppo"] == "ok"
     runs = list((results / "runs").iterdir())
     assert len(runs) == 1 and "-n1-" in runs[0].name
+    # The engine smoke: two real steps of the run's configuration inside the image, before the run.
+    smoke = passed["engine_smoke"]
+    assert smoke["status"] == "succeeded" and len(smoke["step_seconds"]) == 2 and smoke["of_run"] == runs[0].name
     check_run_directory(runs[0], steps=3)
     job = json.loads((runs[0] / "job.json").read_text())
     assert job["container"]["sha256"] == record["image"]["sha256"] and len(job["node_list"]) == 1

@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.execution.engine_smoke import smoke_run
 from rlvr_scaling.execution.preflight import check, engine_modules, preflight_nodes, runs_to_check
 from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan
 
 from .workflow_helpers import snakemake
 
@@ -26,7 +28,9 @@ def _inputs(root: Path, study) -> None:
 
 
 def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Path) -> None:
-    study = load_study()
+    # No engine smoke: the inputs here are empty files (the smoke runs in the shared local study,
+    # tests/test_local_study.py).
+    study = load_study(sets=["preflight.engine_smoke_steps=0"])
     _inputs(tmp_path, study)
     runs, unplannable = runs_to_check(study, tmp_path)
     assert unplannable == []
@@ -40,6 +44,7 @@ def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Pa
     assert set(engine["modules"]) == set(engine_modules(study)) and "rlvr_scaling.engines.cpu" in engine["modules"]
     assert engine["environment"]["VERL_PLATFORM"] == "cpu"
     assert preflight_nodes(study, runs) == 1  # local launcher: no Ray cluster across Slurm nodes
+    assert record["engine_smoke"] == {"ran": False, "reason": "preflight.engine_smoke_steps is 0"}
     json.dumps(record)
 
 
@@ -54,11 +59,36 @@ def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     assert "module vllm does not import" in problems
     assert f"run {broken.run_id}: verl rejects its arguments" in problems and "no_such_key" in problems
     assert sum("verl rejects" in p for p in record["problems"]) == 1
+    assert record["engine_smoke"] == {"ran": False, "reason": "an earlier check failed"}
+
+
+def test_the_smoke_takes_the_smallest_one_node_run_cut_to_its_steps() -> None:
+    study = load_study(site="lumi", sets=["selection.gsm8k=100", "selection.dapo_math=10"])
+    plan = [r for r in build_plan(study, selection={"gsm8k": 100, "dapo_math": 10}, root=Path("/s")) if r.verl_args]
+    run = smoke_run(plan, 2)
+    one_node = [r for r in plan if r.nodes == 1]
+    shortest = min(r.max_response_length for r in one_node)
+    assert run is not None and run.nodes == 1 and run.dataset == "gsm8k" and run.max_response_length == shortest
+    assert run.prompts == min(r.prompts for r in one_node if r.max_response_length == shortest)
+    assert "trainer.total_training_steps=2" in run.verl_args and "trainer.total_epochs=2" in run.verl_args
+    assert not any(a.startswith("trainer.total_training_steps=20") for a in run.verl_args)
+    assert run.run_id.endswith("-engine-smoke") and f"trainer.experiment_name={run.run_id}" in run.verl_args
+    # Every other argument is the run's own: its engines, parallelism, model, data.
+    original = next(r for r in plan if r.run_id == run.run_id.removesuffix("-engine-smoke"))
+    assert set(original.verl_args) - set(run.verl_args) == {
+        a
+        for a in original.verl_args
+        if a.startswith(("trainer.total_training_steps=", "trainer.total_epochs=", "trainer.experiment_name="))
+    }
+    assert smoke_run(plan, 0) is None and smoke_run([r for r in plan if r.nodes > 1], 2) is None
 
 
 def test_a_changed_study_reruns_the_preflight(workdir: Path) -> None:
-    snakemake(workdir, "--cores", "2", "results/preflight/local.json")
-    assert "Nothing to be done" in snakemake(workdir, "-n", "--cores", "2", "results/preflight/local.json").stdout
-    override = 'overrides={"datasets.gsm8k.memory.token_budget": 4096}'
+    # Without the engine smoke (a real trainer start): it runs in the shared local study.
+    no_smoke = ("--config", 'overrides={"preflight.engine_smoke_steps": 0}')
+    snakemake(workdir, "--cores", "2", "results/preflight/local.json", *no_smoke)
+    unchanged = snakemake(workdir, "-n", "--cores", "2", "results/preflight/local.json", *no_smoke).stdout
+    assert "Nothing to be done" in unchanged
+    override = 'overrides={"preflight.engine_smoke_steps": 0, "datasets.gsm8k.memory.token_budget": 4096}'
     changed = snakemake(workdir, "results/preflight/local.json", "-n", "--cores", "2", "--config", override).stdout
     assert "rule preflight:" in changed and "rule dataset:" not in changed

@@ -32,7 +32,14 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
     from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
-    from rlvr_scaling.study.plan_view import lock_line, plan_table, results_line, site_note, sweep_savings
+    from rlvr_scaling.study.plan_view import (
+        lock_line,
+        plan_table,
+        preflight_line,
+        results_line,
+        site_note,
+        sweep_savings,
+    )
 
     study = _load(args)
     if args.nodes:
@@ -48,6 +55,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
             print(line)
         print(budget_line(study_cost(study, plan, root)))
+        print(preflight_line(study, plan))
         print(results_line(study, Path(args.root)))
         if line := lock_line(study):
             print(line)

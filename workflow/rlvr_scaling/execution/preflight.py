@@ -23,6 +23,7 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.selection_io import read_selections
 from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.execution.engine_smoke import run_smoke
 from rlvr_scaling.execution.preflight_probe import MARK
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes, new_token
 from rlvr_scaling.execution.run_environment import environment_templates, expanded_environment
@@ -208,9 +209,15 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
             problems += found
         else:
             problems.append("the study has multi-node runs, but the preflight runs outside a Slurm job")
+    # Last, and only when everything else holds: the engines themselves, for a few real steps.
+    smoke: dict[str, Any] = {"ran": False, "reason": "an earlier check failed"}
+    if not problems:
+        smoke, found = run_smoke(study, plan, root, run_env, timeout_s=budget_s * 0.45)
+        problems += found
     return {
         "site": study.site_name,
         "checked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "engine_smoke": smoke,
         "slurm": _slurm_job(env),
         "image": image,
         "inputs": inputs,

@@ -159,3 +159,24 @@ def lock_line(study: Study) -> str | None:
         f"Inputs not locked yet: {', '.join(unlocked)}. Their first download locks the commit and the "
         f"files' digests in {LOCK_FILE}; commit that file to freeze the study's inputs."
     )
+
+
+def preflight_line(study: Study, plan: list) -> str:
+    """What the preflight job costs before any run: its nodes and time limit, and its engine smoke."""
+    from rlvr_scaling.execution.engine_smoke import smoke_run
+    from rlvr_scaling.execution.preflight import preflight_nodes
+    from rlvr_scaling.study.plan import Run
+
+    nodes = preflight_nodes(study, plan)
+    slurm = study.site.slurm
+    where = f" on {slurm.preflight_partition or slurm.partition}" if study.site.scheduler == "slurm" else ""
+    steps = study.config.preflight.engine_smoke_steps
+    smoke = smoke_run([run for run in plan if isinstance(run, Run)], steps)
+    if smoke is None:
+        what = (
+            "no engine smoke (preflight.engine_smoke_steps is 0)" if steps <= 0 else "no engine smoke (no one-node run)"
+        )
+    else:
+        original = smoke.run_id.removesuffix("-engine-smoke")
+        what = f"an engine smoke of {steps} steps of {original} on 1 node"
+    return f"Preflight, before any run: {nodes} node(s), up to {slurm.preflight_minutes} min{where}, with {what}."

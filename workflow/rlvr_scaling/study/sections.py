@@ -254,6 +254,11 @@ class Estimate(Section):
 
 
 @dataclass(frozen=True)
+class Preflight(Section):
+    engine_smoke_steps: int = 2  # steps of the smallest one-node run before any run; 0: none
+
+
+@dataclass(frozen=True)
 class AdaptiveSteps(Section):
     enabled: bool = False  # off: every run takes all algorithm.steps (the published study)
     min_measured_steps: int = 8  # steps after the warm-up before a run may stop
@@ -289,3 +294,4 @@ class StudyConfig(Section):
     estimate: Estimate = field(default_factory=Estimate)
     budget: Budget = field(default_factory=Budget)
     adaptive_steps: AdaptiveSteps = field(default_factory=AdaptiveSteps)
+    preflight: Preflight = field(default_factory=Preflight)

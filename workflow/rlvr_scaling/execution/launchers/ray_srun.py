@@ -41,8 +41,11 @@ def start_ray_cluster(
     if not job_id:
         raise StudyError(f"site '{study.site_name}' launches inside a Slurm job, but SLURM_JOB_ID is not set")
     nodes = job_nodes(job_id)
-    if len(nodes) != nodes_wanted:
+    if len(nodes) < nodes_wanted:
         raise StudyError(f"{nodes_wanted} nodes are needed but Slurm job {job_id} has {nodes}")
+    # A run's job has exactly its nodes; the preflight's two-node job runs its one-node engine smoke
+    # on the first (where the launcher runs, the Ray head).
+    nodes = nodes[:nodes_wanted]
     site = study.site
     engine_cpus = CPU_ENGINE_RAY_CPUS if site.cpu_engine else site.hardware.cpus_per_node
     cluster = RayCluster(
