@@ -267,11 +267,12 @@ def test_the_preflight_took_real_steps_of_the_smallest_one_node_run_before_any_r
     assert smoke["steps_asked"] == 2 and len(smoke["step_seconds"]) == 2 and all(t > 0 for t in smoke["step_seconds"])
     assert smoke["engines"] == "the CPU engine (verl.trainer.main_ppo)" and smoke["nodes"] == 1
     assert all(phases.get("gen", 0) > 0 and phases.get("update_actor", 0) > 0 for phases in smoke["phase_seconds"])
-    # The smallest one-node run: the shortest responses, then the fewest prompts (config/sites/local.yaml).
+    # The smallest one-node run: the shortest responses, then the fewest prompts (config/sites/local.yaml):
+    # the first sweep point of the dataset with the shortest responses, which every sweep runs.
     sweep = [json.loads((d / "spec.json").read_text())["run"] for d in (local_study / "results" / "runs").iterdir()]
     one_node = [r for r in sweep if r["nodes"] == 1]
     smallest = min(one_node, key=lambda r: (r["max_response_length"], r["prompts"], r["run_id"]))
-    assert smoke["of_run"] == smallest["run_id"] or smoke["prompts"] <= smallest["prompts"]
+    assert smoke["of_run"] == smallest["run_id"] and smoke["prompts"] == smallest["prompts"]
     metrics = local_study / "results" / "preflight" / "local-engine-smoke" / "metrics.jsonl"
     assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [1, 2]
     # Its folder is not a run: nothing of it in the runs, the summaries or the bundle.

@@ -81,7 +81,8 @@ def run_smoke(
     folder = folder_of(study, root)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    launcher = launcher_for(study, root)
+    # Ray ports of its own in the job: the preflight's two-node check has just used the first two.
+    launcher = launcher_for(study, root, port_offset=2)
     command = folder / "command.sh"
     command.write_text(render_command(study, run, root, launcher.verl_args()))
     token = new_token()

@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,11 +138,17 @@ def _two_node_ray(study: Study, root: Path, env: dict[str, str], log_dir: Path) 
     from rlvr_scaling.execution.launchers.ray_srun import start_ray_cluster
 
     job: dict[str, Any] = {}
+    # Its own token: every process of this cluster is gone before the engine smoke starts another.
+    token = new_token()
     try:
-        cluster = start_ray_cluster(study, 2, study.site.hardware.gpus_per_node, root, log_dir, dict(env), job)
+        cluster = start_ray_cluster(
+            study, 2, study.site.hardware.gpus_per_node, root, log_dir, {**env, TOKEN_VAR: token}, job
+        )
     except StudyError as exc:
+        end_processes(token)
         return {"formed": False, **job}, [f"a two-node Ray cluster in the image did not form: {exc}"]
     cluster.stop()
+    end_processes(token)
     return {"formed": True, **job}, []
 
 
@@ -169,14 +176,14 @@ def check(
     token = new_token()
     env = {**(os.environ if env is None else env), TOKEN_VAR: token}
     try:
-        record = _check(study, plan, root, env)
+        record = _check(study, plan, root, env, smoke=not known)
         record["problems"] = [*(known or []), *record["problems"]]
         return record
     finally:
         end_processes(token)
 
 
-def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> dict[str, Any]:
+def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke: bool = True) -> dict[str, Any]:
     problems: list[str] = []
     # The module commands the runs' launcher applies (LUMI: the AIF bindings), so the checks see
     # the environment the runs will.
@@ -193,6 +200,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
     except StudyError as exc:
         run_env, problems = env, [*problems, str(exc)]
     # Most of the job's time limit for the checks in the image, the rest for Ray and the record.
+    began = time.monotonic()
     budget_s = study.site.slurm.preflight_minutes * 60
     engine: dict[str, Any] = {}
     if study.site.container is None or (image is not None and not image_problems):
@@ -210,14 +218,16 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str]) -> di
         else:
             problems.append("the study has multi-node runs, but the preflight runs outside a Slurm job")
     # Last, and only when everything else holds: the engines themselves, for a few real steps.
-    smoke: dict[str, Any] = {"ran": False, "reason": "an earlier check failed"}
-    if not problems:
-        smoke, found = run_smoke(study, plan, root, run_env, timeout_s=budget_s * 0.45)
+    smoked: dict[str, Any] = {"ran": False, "reason": "an earlier check failed"}
+    if smoke and not problems:
+        # What is left of the job's time limit, less a margin to file the record.
+        left_s = budget_s * 0.95 - (time.monotonic() - began) - 60
+        smoked, found = run_smoke(study, plan, root, run_env, timeout_s=max(left_s, 60.0))
         problems += found
     return {
         "site": study.site_name,
         "checked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "engine_smoke": smoke,
+        "engine_smoke": smoked,
         "slurm": _slurm_job(env),
         "image": image,
         "inputs": inputs,

@@ -214,6 +214,8 @@ def resolve_check(study: Study, base_file: Path | None = None, timeout_s: float 
                 f"site '{study.site_name}'",
             )
         base_file = paths.REPO_ROOT / container.base_packages
+    if not base_file.is_file():
+        raise ConfigError("container.base_packages", str(base_file), "an existing file (`pip list --format=freeze`)")
     base = read_base_packages(base_file)
     pattern = kept_pattern()
     kept = {name: version for name, version in base.versions.items() if pattern.match(f"{name}==")}
@@ -271,4 +273,7 @@ def verdict_text(verdict: Verdict) -> str:
         lines += [f"  + {name} {added[name]}" for name in ("verl", "mbridge", "megatron-bridge") if name in added]
     lines += [f"PROBLEM: {problem}" for problem in verdict.problems]
     lines.append("verdict: resolves" if verdict.ok else f"verdict: does not resolve ({len(verdict.problems)} problems)")
+    # The stubs declare no requirements of their own: what the base's packages need of what this
+    # install replaces is for the build's `pip check` and the preflight's imports to show.
+    lines.append("(not checked: the base's own packages' requirements; the build's pip check and the preflight do)")
     return "\n".join(lines) + "\n"

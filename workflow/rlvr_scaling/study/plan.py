@@ -91,6 +91,8 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
     # Sections enter as the config wrote them (to_dict): an unset optional key stays absent, so adding
     # one to the schema leaves earlier run ids as they were.
     engine_options = study.site.engine_options.to_dict()
+    # Why an option is set is prose (its source, its reason): a reworded reason measures the same.
+    engine_options = {k: v for k, v in engine_options.items() if k not in ("reasons", "enforce_eager_reason")}
     return {
         **({"engine_options": engine_options} if engine_options else {}),
         # The variables every run gets (NCCL, HSA, OMP threads...) change what it measures. As the

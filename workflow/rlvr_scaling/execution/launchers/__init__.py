@@ -37,7 +37,9 @@ class Launcher(Protocol):
         ...
 
 
-def launcher_for(study: Study, root: Path) -> Launcher:
+def launcher_for(study: Study, root: Path, port_offset: int = 0) -> Launcher:
+    """`port_offset`: within the job's block of Ray ports, for a second cluster in one job (the
+    preflight's engine smoke after its two-node check), which must not wait for the first's ports."""
     from rlvr_scaling.execution.launchers.local import LocalLauncher
     from rlvr_scaling.execution.launchers.ray_srun import RaySrunLauncher
 
@@ -47,4 +49,7 @@ def launcher_for(study: Study, root: Path) -> Launcher:
         raise ConfigError(
             "launch.kind", kind, f"expected one of {', '.join(kinds)}", source=f"site '{study.site_name}'"
         )
-    return kinds[kind](study, root)
+    launcher = kinds[kind](study, root)
+    if port_offset:
+        launcher.port_offset = port_offset
+    return launcher

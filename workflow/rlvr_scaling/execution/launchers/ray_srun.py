@@ -24,16 +24,26 @@ class RaySrunLauncher:
     def __init__(self, study: Study, root: Path) -> None:
         self.study = study
         self.root = root
+        self.port_offset = 0
 
     def verl_args(self) -> list[str]:
         return []
 
     def start(self, run: Run, log_dir: Path, env: dict[str, str], job: dict[str, Any]) -> RayCluster:
-        return start_ray_cluster(self.study, run.nodes, run.gpus_per_node, self.root, log_dir, env, job)
+        return start_ray_cluster(
+            self.study, run.nodes, run.gpus_per_node, self.root, log_dir, env, job, port_offset=self.port_offset
+        )
 
 
 def start_ray_cluster(
-    study: Study, nodes_wanted: int, gpus_per_node: int, root: Path, log_dir: Path, env: dict[str, str], job: dict
+    study: Study,
+    nodes_wanted: int,
+    gpus_per_node: int,
+    root: Path,
+    log_dir: Path,
+    env: dict[str, str],
+    job: dict,
+    port_offset: int = 0,
 ) -> RayCluster:
     """A Ray cluster over the job's nodes, in the site's image; verl (or the preflight's probe) then
     joins it via RAY_ADDRESS, which this sets in `env`."""
@@ -53,7 +63,9 @@ def start_ray_cluster(
         nodes=nodes,
         head_ip=local_node_ip(python_command(study, root), env, site.launch.node_interface),
         # Jobs on one host (or one login node) must not share Ray's port.
-        port=site.launch.ray_port + (int(job_id) % 400) * 5,
+        # Five ports per job (a cluster takes two: GCS and the client server); a second cluster in
+        # one job takes the next two (port_offset 2).
+        port=site.launch.ray_port + (int(job_id) % 400) * 5 + port_offset,
         gpus_per_node=gpus_per_node,
         cpus_per_node=engine_cpus,
         slurm_cpus_per_node=site.hardware.cpus_per_node,
