@@ -5,6 +5,7 @@ tampered bundle changed; and `import` of a run made elsewhere."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -269,8 +270,12 @@ def test_an_import_of_no_verl_log_or_a_bad_shape_says_what_is_wrong(published, t
         import_run(made.study, notes, shape, tmp_path)
     log = next(r for r in made.runs.values() if not r.failed).run_dir / "metrics.jsonl"
     bad = ImportedShape(dataset="gsm8k", nodes=0, gpus_per_node=8, prompts=100, max_response_length=512, series=[])
-    with pytest.raises(StudyError, match=r"--nodes is 0; expected a positive number"):
+    with pytest.raises(StudyError, match=r"--nodes is 0; expected a positive finite number"):
         import_run(made.study, log, bad, tmp_path)
+    # An infinite memory would have been written into spec.json as `Infinity` (not JSON), marked valid.
+    infinite = dataclasses.replace(bad, nodes=1, gpu_memory_gb=float("inf"))
+    with pytest.raises(StudyError, match=r"--gpu-memory-gb is inf; expected a positive finite number"):
+        import_run(made.study, log, infinite, tmp_path)
     assert not (tmp_path / "results" / "runs").exists()
 
 

@@ -65,6 +65,19 @@ def test_set_overrides_win_over_the_site() -> None:
     assert study.config.scaling.weak_nodes == [1]
 
 
+def test_set_overrides_as_a_mapping_acts_as_snakemakes_config_overrides() -> None:
+    """`plan --set overrides={...}` once exited 0 and ignored the values that `snakemake --config
+    overrides={...}` refuses: both now read them as dotted keys, checked alike."""
+    assert load_study(sets=['overrides={"algorithm.steps": 5}']).config.algorithm.steps == 5
+    assert load_study(sets=["overrides.algorithm.steps=6"]).config.algorithm.steps == 6
+    with pytest.raises(ConfigError) as refused:
+        load_study(sets=['overrides={"algorithm.steps": -3}'])
+    assert "algorithm.steps" in str(refused.value) and "-3" in str(refused.value)
+    with pytest.raises(ConfigError) as refused:
+        load_study(sets=["overrides=7"])
+    assert "overrides" in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("assignment", "key", "fragment"),
     [

@@ -38,8 +38,9 @@ class ImportedShape:
 
 
 def _positive(name: str, value: int | float | None) -> None:
-    if value is not None and not value > 0:
-        raise StudyError(f"import: --{name.replace('_', '-')} is {value}; expected a positive number")
+    # Also finite: an infinite memory would be written into spec.json as `Infinity`, which is not JSON.
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise StudyError(f"import: --{name.replace('_', '-')} is {value}; expected a positive finite number")
 
 
 def check_shape(shape: ImportedShape) -> None:

@@ -261,11 +261,23 @@ def study_from_dict(
     """
     if not isinstance(raw_config, dict):
         raise ConfigError("(top level)", raw_config, "the config must be a mapping")
-    # `overrides` (dotted key -> value, e.g. from an extra --configfile) act exactly like --set.
+    # `overrides` (dotted key -> value, e.g. from an extra --configfile) act exactly like --set; so
+    # does `--set overrides={...}` (as Snakemake's --config overrides={...}), which is no plain key.
     overrides = raw_config.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise ConfigError("overrides", overrides, "it must map dotted keys to values")
-    parsed_sets = [(str(k).split("."), v) for k, v in overrides.items()] + [parse_set(s) for s in sets]
+    overrides = dict(overrides)
+    plain_sets = []
+    for parts, value in (parse_set(s) for s in sets):
+        if parts == ["overrides"]:
+            if not isinstance(value, dict):
+                raise ConfigError("overrides", value, "it must map dotted keys to values")
+            overrides.update(value)
+        elif parts[0] == "overrides":
+            overrides[".".join(parts[1:])] = value
+        else:
+            plain_sets.append((parts, value))
+    parsed_sets = [(str(k).split("."), v) for k, v in overrides.items()] + plain_sets
     user = copy.deepcopy(raw_config)
     for parts, value in parsed_sets:
         set_dotted(user, parts, value)
