@@ -148,17 +148,21 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert "apptainer exec" in (runs[0] / "command.sh").read_text()  # container.runtime
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
-    # Three Ray clusters, told apart by their run tokens: the preflight's two-node check (it reruns
-    # after the refused first try; no trainer), the preflight's engine smoke (one node, a trainer),
-    # and the run's (two nodes, a trainer).
+    # Three Ray clusters of two nodes each, told apart by their run tokens: the preflight's two-node
+    # check (it reruns after the refused first try; no trainer), the preflight's engine smoke (the
+    # study has no one-node run, so the smoke takes its run on the preflight's two nodes, its trainer
+    # named *-engine-smoke), and the run's.
     raylet_count = Counter(tokens.get(pid, "?") for pid, (c, _) in seen.items() if "/raylet/raylet" in c)
-    trainers = {tokens[pid] for pid, (c, _) in seen.items() if "-m verl.trainer.main_ppo" in c and pid in tokens}
-    assert sorted(raylet_count.values()) == [1, 2, 2] and len(trainers) == 2, (raylet_count, trainers)
-    [run_token] = [token for token in trainers if raylet_count[token] == 2]
-    [smoke_token] = [token for token in trainers if raylet_count[token] == 1]
+    trainers = {tokens[pid]: c for pid, (c, _) in seen.items() if "-m verl.trainer.main_ppo" in c and pid in tokens}
+    assert sorted(raylet_count.values()) == [2, 2, 2] and len(trainers) == 2, (raylet_count, trainers)
+    [run_token] = [token for token, command in trainers.items() if "-engine-smoke" not in command]
+    [smoke_token] = [token for token, command in trainers.items() if "-engine-smoke" in command]
+    assert raylet_count[run_token] == raylet_count[smoke_token] == 2
     raylets = [c for pid, (c, _) in seen.items() if "/raylet/raylet" in c and tokens.get(pid) == run_token]
     preflight = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
-    assert preflight["engine_smoke"]["status"] == "succeeded" and len(preflight["engine_smoke"]["step_seconds"]) == 2
+    smoke = preflight["engine_smoke"]
+    assert smoke["status"] == "succeeded" and len(smoke["step_seconds"]) == 2 and smoke["nodes"] == 2
+    assert smoke["of_run"] == runs[0].name
     workers = [(c, inside) for c, inside in seen.values() if c.startswith(("ray::WorkerDict", "ray::HFGeneration"))]
     assert len(raylets) == 2, raylets
     assert len(workers) >= 2, sorted(c for c, _ in seen.values())

@@ -80,7 +80,11 @@ def test_the_smoke_takes_the_smallest_one_node_run_cut_to_its_steps() -> None:
         for a in original.verl_args
         if a.startswith(("trainer.total_training_steps=", "trainer.total_epochs=", "trainer.experiment_name="))
     }
-    assert smoke_run(plan, 0) is None and smoke_run([r for r in plan if r.nodes > 1], 2) is None
+    multi = [r for r in plan if r.nodes > 1]
+    assert smoke_run(plan, 0) is None and smoke_run(multi, 2) is None
+    # A study of multi-node runs only: its smallest run that fits the preflight's two nodes.
+    two = smoke_run(multi, 2, max_nodes=2)
+    assert two is not None and two.nodes == 2 and two.dataset == "gsm8k" and "trainer.nnodes=2" in two.verl_args
 
 
 def test_a_changed_study_reruns_the_preflight(workdir: Path) -> None:

@@ -3,7 +3,8 @@ node before any run is submitted, so that the engines the study measures (vLLM g
 Megatron training on LUMI, the CPU engine locally) are known to start, generate, train and sync
 weights inside the image, and a failure costs minutes of one node instead of the study's first jobs.
 
-It runs the plan's smallest one-node run (shortest responses, fewest prompts) with its own engines,
+It runs the plan's smallest one-node run (shortest responses, fewest prompts; a study of multi-node
+runs only: its smallest run, on the preflight's nodes) with its own engines,
 parallelism, model and data, for `preflight.engine_smoke_steps` steps, through the same launcher and
 command.sh as a run, in results/preflight/<site>-engine-smoke/ (replaced by the next preflight).
 Not a tiny random model of the study's architecture: the study's own model, so what is proven is
@@ -32,12 +33,15 @@ STEP_ARGS = ("trainer.total_training_steps=", "trainer.total_epochs=", "trainer.
 ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b.*")
 
 
-def smoke_run(plan: list[Run], steps: int) -> Run | None:
-    """The plan's smallest one-node run, cut to `steps` steps; None if the plan has none."""
-    candidates = [run for run in plan if run.verl_args and run.nodes == 1]
+def smoke_run(plan: list[Run], steps: int, max_nodes: int = 1) -> Run | None:
+    """The plan's smallest one-node run, cut to `steps` steps; a study without one-node runs (a
+    two-node study) smokes its smallest run on the preflight's nodes (`max_nodes`); None if there is
+    no run it can take."""
+    runs = [run for run in plan if run.verl_args]
+    candidates = [run for run in runs if run.nodes == 1] or [run for run in runs if run.nodes <= max_nodes]
     if not candidates or steps <= 0:
         return None
-    run = min(candidates, key=lambda r: (r.max_response_length, r.prompts, r.run_id))
+    run = min(candidates, key=lambda r: (r.nodes, r.max_response_length, r.prompts, r.run_id))
     name = f"{run.run_id}-engine-smoke"
     args = [arg for arg in run.verl_args if not arg.startswith(STEP_ARGS)]
     args += [
@@ -68,15 +72,19 @@ def engines_of(study: Study) -> str:
 
 
 def run_smoke(
-    study: Study, plan: list[Run], root: Path, env: dict[str, str], timeout_s: float
+    study: Study, plan: list[Run], root: Path, env: dict[str, str], timeout_s: float, max_nodes: int = 1
 ) -> tuple[dict, list[str]]:
     """Run it; the record for the preflight's `engine_smoke`, and the problems (none: it passed)."""
     from rlvr_scaling.execution.launch import execute  # launch imports the preflight's neighbours
 
     steps_wanted = study.config.preflight.engine_smoke_steps
-    run = smoke_run(plan, steps_wanted)
+    run = smoke_run(plan, steps_wanted, max_nodes)
     if run is None:
-        reason = "preflight.engine_smoke_steps is 0" if steps_wanted <= 0 else "the plan has no one-node run"
+        reason = (
+            "preflight.engine_smoke_steps is 0"
+            if steps_wanted <= 0
+            else f"the plan has no run of at most {max_nodes} node(s), the preflight's"
+        )
         return {"ran": False, "reason": reason}, []
     folder = folder_of(study, root)
     shutil.rmtree(folder, ignore_errors=True)
@@ -121,6 +129,7 @@ def run_smoke(
         return record, []
     record["error"] = _error_of(folder / "console.log")
     return record, [
-        f"the engine smoke ({engines_of(study)}, {run.dataset} on 1 node) failed: {status}, exit {code}, "
+        f"the engine smoke ({engines_of(study)}, {run.dataset} on {run.nodes} node(s)) failed: {status}, "
+        f"exit {code}, "
         f"{len(timed)} of {steps_wanted} steps; {record['error']} (log: {folder / 'console.log'})"
     ]

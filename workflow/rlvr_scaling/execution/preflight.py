@@ -222,7 +222,8 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     if smoke and not problems:
         # What is left of the job's time limit, less a margin to file the record.
         left_s = budget_s * 0.95 - (time.monotonic() - began) - 60
-        smoked, found = run_smoke(study, plan, root, run_env, timeout_s=max(left_s, 60.0))
+        nodes = preflight_nodes(study, plan) if env.get("SLURM_JOB_ID") else 1
+        smoked, found = run_smoke(study, plan, root, run_env, timeout_s=max(left_s, 60.0), max_nodes=nodes)
         problems += found
     return {
         "site": study.site_name,

@@ -171,12 +171,12 @@ def preflight_line(study: Study, plan: list) -> str:
     slurm = study.site.slurm
     where = f" on {slurm.preflight_partition or slurm.partition}" if study.site.scheduler == "slurm" else ""
     steps = study.config.preflight.engine_smoke_steps
-    smoke = smoke_run([run for run in plan if isinstance(run, Run)], steps)
+    smoke = smoke_run([run for run in plan if isinstance(run, Run)], steps, nodes)
     if smoke is None:
         what = (
-            "no engine smoke (preflight.engine_smoke_steps is 0)" if steps <= 0 else "no engine smoke (no one-node run)"
+            "no engine smoke (preflight.engine_smoke_steps is 0)" if steps <= 0 else "no engine smoke (no run to take)"
         )
     else:
         original = smoke.run_id.removesuffix("-engine-smoke")
-        what = f"an engine smoke of {steps} steps of {original} on 1 node"
+        what = f"an engine smoke of {steps} steps of {original} on {smoke.nodes} node(s)"
     return f"Preflight, before any run: {nodes} node(s), up to {slurm.preflight_minutes} min{where}, with {what}."
