@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.execution.engine_smoke import smoke_run
+from rlvr_scaling.execution.engine_smoke import run_smoke, smoke_run
 from rlvr_scaling.execution.preflight import check, engine_modules, preflight_nodes, runs_to_check
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan
 
-from .workflow_helpers import snakemake
+from .workflow_helpers import STANDIN, snakemake
 
 pytestmark = pytest.mark.verl
 
@@ -96,3 +97,25 @@ def test_a_changed_study_reruns_the_preflight(workdir: Path) -> None:
     override = 'overrides={"preflight.engine_smoke_steps": 0, "datasets.gsm8k.memory.token_budget": 4096}'
     changed = snakemake(workdir, "results/preflight/local.json", "-n", "--cores", "2", "--config", override).stdout
     assert "rule preflight:" in changed and "rule dataset:" not in changed
+
+
+@pytest.mark.standin
+def test_a_failed_smoke_names_the_engines_and_the_error_and_stops_the_study(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in trainer (tests/standin_trainer.py) as the engine: it reads trainer.nnodes as verl
+    does, and a run without it makes it fail at once with a KeyError, as a broken engine would. The
+    smoke's success, with the real trainer, is in tests/test_local_study.py."""
+    for key, value in STANDIN.items():
+        monkeypatch.setenv(key, value)
+    study = load_study()
+    plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=tmp_path) if r.verl_args]
+    broken = [
+        dataclasses.replace(r, verl_args=[a for a in r.verl_args if not a.startswith("trainer.nnodes=")]) for r in plan
+    ]
+    record, problems = run_smoke(study, broken, tmp_path, dict(os.environ), timeout_s=120)
+    assert record["ran"] is True and record["status"] == "failed" and record["step_seconds"] == []
+    assert "KeyError: 'trainer.nnodes'" in record["error"]
+    [problem] = problems
+    assert problem.startswith("the engine smoke (the CPU engine (tests.standin_trainer), gsm8k on 1 node(s)) failed")
+    assert "0 of 2 steps" in problem and "KeyError" in problem
