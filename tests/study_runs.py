@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import cli, paths
+from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.analysis.results_io import StudyResults, load_results
 from rlvr_scaling.execution.outcome import memory_evidence
 from rlvr_scaling.execution.provenance import host_facts, package_versions
@@ -26,6 +27,8 @@ from rlvr_scaling.inputs.container import exec_prefix
 from rlvr_scaling.study.config import Study, load_study, read_yaml
 from rlvr_scaling.study.plan import Run, build_plan, known_runs
 
+# The study's model's config.json as Hugging Face serves it (Qwen/Qwen3-8B): the shape MFU counts from.
+QWEN3_8B_CONFIG = Path(__file__).parent / "data" / "models" / "qwen3-8b-config.json"
 PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.yaml")["selection"]
 # GSM8K stays unpinned so that its sweep is in the plan and the selection is made from it; DAPO is
 # pinned to its published workload, as with config/published-selection.yaml.
@@ -166,6 +169,9 @@ def fabricate_steps(study: Study, run: Run, jitter: float) -> list[dict[str, Any
             "response_length/max": run.max_response_length,
             "response_length/clip_ratio": round(clip * (1 + jitter * rng.uniform(-1, 1)), 4),
             "actor/lr": float(study.config.algorithm.lr),
+            # verl's own MFU on LUMI: its device table has no MI250X, the peak is infinite (#33)
+            "perf/mfu/actor": 0.0,
+            "perf/mfu/actor_infer": 0.0,
         }
         records.append({"step": step, "data": data})
     return records
@@ -193,6 +199,9 @@ def _job(study: Study, run: Run, root: Path, status: str, exit_status: int) -> d
         "exit_status": exit_status,
         "status": status,
         "problems": [],
+        # as run_records.job_record reads it from the study's model folder (fabricate_study puts
+        # Qwen3-8B's config.json there)
+        "model": model_record(paths.model_dir(root, study.site_name) / "config.json"),
     }
 
 
@@ -235,6 +244,9 @@ def fabricate_study(root: Path, jitter: float = 0.03, sets: Sequence[str] = ()) 
     """Every run of the LUMI study under root/results: sweep, selection, scaling runs, indexes."""
     sets = [*STUDY_SETS, *sets]
     study = load_study(paths.DEFAULT_CONFIG, sets=sets, site=SITE)
+    model = paths.model_dir(root, study.site_name)
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
     runs: dict[str, FabricatedRun] = {}
     for run in known_runs(build_plan(study, root=root)):
         runs[run.run_id] = write_run(study, run, root, jitter)

@@ -24,7 +24,7 @@ from rlvr_scaling.publish.archive import SUMS, read_archive, read_sums, sha256_s
 from rlvr_scaling.publish.bundle import write_bundle
 from rlvr_scaling.publish.verify import verify_bundle
 
-from .study_runs import PublishedStudy, publish_study, run_cli, study_args
+from .study_runs import QWEN3_8B_CONFIG, PublishedStudy, publish_study, run_cli, study_args
 
 HF_TOKEN = "hf_" + "Q" * 34
 
@@ -250,10 +250,12 @@ def test_an_imported_run_is_summarised_as_its_own_and_marked(published, tmp_path
         dataset=spec["dataset"], nodes=spec["nodes"], gpus_per_node=spec["gpus_per_node"], prompts=spec["prompts"],
         max_response_length=spec["max_response_length"], series=spec["series"], site_name="elsewhere",
     )  # fmt: skip
-    run_dir, summary_path = import_run(made.study, own.run_dir / "metrics.jsonl", shape, tmp_path)
+    # The model the run trained is stated (--model-config): its MFU is counted as for the study's own.
+    run_dir, summary_path = import_run(made.study, own.run_dir / "metrics.jsonl", shape, tmp_path, QWEN3_8B_CONFIG)
     imported = json.loads(summary_path.read_text())
     mine = json.loads(own.summary_path.read_text())
     assert imported["summary"] == mine["summary"] and imported["valid"] and mine["valid"]
+    assert imported["summary"]["mfu"]["by_phase"]["step"]["n"] == own.run.steps - own.run.warmup_steps
     assert imported["trajectories_per_engine"] == mine["trajectories_per_engine"]
     assert imported["provenance"]["imported"]["source"] == "metrics.jsonl" and imported["site"] == "elsewhere"
     assert json.loads((run_dir / "job.json").read_text())["imported"] is True

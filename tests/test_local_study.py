@@ -111,7 +111,14 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     assert len(runs) == 8, sorted(runs)
     for run_dir in runs.values():
         check_run_directory(run_dir, steps=STEPS)
-        assert json.loads((run_dir / "job.json").read_text())["trainer"] == "verl.trainer.main_ppo"
+        job = json.loads((run_dir / "job.json").read_text())
+        assert job["trainer"] == "verl.trainer.main_ppo"
+        # The shape of the tiny model the run loaded, recorded for MFU; the local site has no peak
+        # (a CPU has no BF16 peak that fits), so MFU is not measured and the summary says why.
+        tiny = json.loads((results / "models" / "local" / "config.json").read_text())
+        assert job["model"]["shape"]["num_hidden_layers"] == tiny["num_hidden_layers"]
+        mfu = json.loads((results / "summaries" / f"{run_dir.name}.json").read_text())["summary"]["mfu"]
+        assert mfu["not_measured"] == "site local gives no hardware.peak_tflops_bf16" and mfu["by_phase"] == {}
     two_node = next(r for name, r in runs.items() if "-n2-" in name)
     assert json.loads((two_node / "job.json").read_text())["workers"] == 2
     assert_no_run_processes()
@@ -210,6 +217,8 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     assert "none is under-filled" in report.split("## Strong scaling: under-filled generation engines")[1]
     assert all(r["under_filled"] == "False" for r in strong)
     assert f"Outside their steps the {len(runs)} runs spent" in report
+    mfu_section = report.split("## Model FLOPs utilisation", 1)[1].split("\n## ", 1)[0]
+    assert mfu_section.strip() == "Not measured: site local gives no hardware.peak_tflops_bf16."
     # Every run's cost, predicted (by the estimate, and by the other runs) against measured.
     cost = read_csv(results / "tables" / "cost.csv")
     assert {r["run_id"] for r in cost} == set(runs)

@@ -169,3 +169,27 @@ def test_the_scaling_figures_plot_the_tables_numbers_and_the_ideal(published, tm
     }
     for fig in drawn.values():
         plt.close(fig)
+
+
+def test_the_lumi_study_reports_mfu_per_phase_beside_verls_zero(published) -> None:
+    # GSM8K, one node, 100 prompts x 8 = 800 trajectories of ~110 + 740 tokens, update_actor ~84 s
+    # (tests/study_runs.py PROFILES): 3 x (2 x 7.568e9 x 680000 + 2 x 36 x 4096 x 800 x 850^2) = 3.14e16
+    # FLOPs over 84 s x 8 GCDs x 191.5e12 FLOP/s = 0.244, give or take the 3% jitter.
+    made, tables, _figures, report_path = published
+    run = made.run("gsm8k", "weak", 1)
+    summary = json.loads(run.summary_path.read_text())["summary"]["mfu"]
+    assert summary["peak_tflops_per_gpu"] == 191.5
+    assert 0.23 < summary["by_phase"]["update_actor"]["mean"] < 0.26
+    assert summary["by_phase"]["update_actor"]["n"] == run.run.steps - run.run.warmup_steps
+    rows = [r for r in _rows(tables / "mfu.csv") if r["run_id"] == run.run.run_id]
+    assert rows and all(float(r["update_actor_mfu"]) == summary["by_phase"]["update_actor"]["mean"] for r in rows)
+    assert all(float(r["verl_update_actor_mfu"]) == 0.0 for r in rows)
+    report = report_path.read_text()
+    section = report.split("## Model FLOPs utilisation", 1)[1].split("\n## ", 1)[0]
+    assert "Peak 191.5 TFLOP/s per GPU" in section and "verl: update_actor 0.0%, old_log_prob 0.0%" in section
+    assert f"gsm8k, 1 node(s), 100 prompts: step {100 * summary['by_phase']['step']['mean']:.1f}%" in section
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))

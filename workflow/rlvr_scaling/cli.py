@@ -148,6 +148,9 @@ def _add_publish_commands(sub: Any) -> None:
     imported.add_argument("--gpu-memory-gb", type=float, default=None, help="default: the --site's")
     imported.add_argument("--rollout-tensor-parallel", type=int, default=None, help="default: the study's")
     imported.add_argument("--concurrency", type=int, default=None, help="vLLM max_num_seqs per engine")
+    imported.add_argument(
+        "--model-config", default=None, help="the trained model's config.json, for MFU (default: the study's model's)"
+    )
     status = _command(
         sub, "status", commands.cmd_status, "every run and output: complete, stale, failed, missing, pending", False
     )

@@ -232,7 +232,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         rollout_tensor_parallel=args.rollout_tensor_parallel,
         concurrency=args.concurrency,
     )
-    run_dir, summary = import_run(_load(args), Path(args.log), shape, Path(args.root))
+    model_config = Path(args.model_config) if args.model_config else None
+    run_dir, summary = import_run(_load(args), Path(args.log), shape, Path(args.root), model_config)
     print(f"imported {args.log} as {run_dir}; summary {summary}")
     return 0
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.metrics import read_steps
+from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.analysis.summary import summarize_run
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import json_text, staged_directory, write_json
@@ -106,10 +107,16 @@ def imported_spec(study: Study, shape: ImportedShape, run_id: str, log: Path, di
     }
 
 
-def import_run(study: Study, log: Path, shape: ImportedShape, root: Path) -> tuple[Path, Path]:
+def import_run(
+    study: Study, log: Path, shape: ImportedShape, root: Path, model_config: Path | None = None
+) -> tuple[Path, Path]:
     """The run directory and its summary, under `root`. The run's id names the log and the shape
-    stated for it: importing the same again changes nothing, a different shape is another run."""
+    stated for it: importing the same again changes nothing, a different shape is another run.
+    `model_config`: the config.json of the model the run trained, for its MFU (None: the study's
+    model folder's, if it has been downloaded here)."""
     check_shape(shape)
+    if model_config is not None and not model_config.is_file():
+        raise StudyError(f"import: --model-config is {model_config}; expected a model's config.json")
     reader = read_log(log)
     digest = hashlib.sha256(log.read_bytes()).hexdigest()
     # Everything stated enters the id, with the study's settings the summary reads.
@@ -129,6 +136,7 @@ def import_run(study: Study, log: Path, shape: ImportedShape, root: Path) -> tup
                 "workers": shape.nodes * shape.gpus_per_node,
                 "start": None,
                 "end": None,
+                "model": model_record(model_config or paths.model_dir(root, study.site_name) / "config.json"),
             }
             (staging / "job.json").write_text(json_text(job))
             shutil.copyfile(log, staging / ("metrics.jsonl" if reader == "jsonl" else "console.log"))

@@ -50,6 +50,8 @@ class Measured:
     response_clip_ratio: Spread
     peak_memory_gb: float | None
     throughput_cross_check: dict[str, Any]
+    # MFU per phase (analysis.model_flops.summarize_mfu); None in summaries written before it existed
+    mfu: dict[str, Any] | None = None
 
     SPREADS = ("step_time_s", "tokens_per_step", "throughput_per_gpu", "response_length", "response_clip_ratio")
 
@@ -62,6 +64,7 @@ class Measured:
             phases_s={phase: Spread.from_json(value) for phase, value in data["phases_s"].items()},
             peak_memory_gb=data["peak_memory_gb"],
             throughput_cross_check=data["throughput_cross_check"],
+            mfu=data.get("mfu"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +81,7 @@ class Measured:
             "response_clip_ratio": self.response_clip_ratio.to_json(),
             "peak_memory_gb": self.peak_memory_gb,
             "throughput_cross_check": self.throughput_cross_check,
+            **({"mfu": self.mfu} if self.mfu is not None else {}),
         }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from rlvr_scaling.analysis.adaptive_steps import expected_steps, stop_check
 from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
 from rlvr_scaling.analysis.metrics_file import measurement_problems
+from rlvr_scaling.analysis.model_flops import summarize_mfu
 from rlvr_scaling.analysis.models import Check, Measured, RunSummary
 from rlvr_scaling.analysis.overhead import run_overhead
 from rlvr_scaling.fsutil import sha256_file
@@ -128,11 +129,20 @@ def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
     steps, problems, reader = read_steps(source)
     n_gpus = run["nodes"] * run["gpus_per_node"]
     checks = validity_checks(run, spec["study"], steps, problems, job)
+    warmup = run["warmup_steps"] if warmup_steps is None else warmup_steps
+    model = job.get("model") or {}
+    mfu = summarize_mfu(
+        [s for s in steps if s["step"] > warmup],
+        model.get("shape"),
+        model.get("reason"),
+        spec["site"]["hardware"].get("peak_tflops_bf16"),
+        n_gpus,
+        run["trajectories"],
+        spec["site"]["name"],
+    )
     return RunSummary(
         **_identity_fields(spec),
-        measured=Measured.from_json(
-            summarize_steps(steps, n_gpus, run["warmup_steps"] if warmup_steps is None else warmup_steps)
-        ),
+        measured=Measured.from_json({**summarize_steps(steps, n_gpus, warmup), "mfu": mfu}),
         checks=checks,
         valid=all(c.passed for c in checks),
         status="succeeded",

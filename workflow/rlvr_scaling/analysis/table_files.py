@@ -16,6 +16,7 @@ from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.tables import (
     extra_time_rows,
     invalid_rows,
+    mfu_rows,
     phase_rows,
     strong_rows,
     sweep_rows,
@@ -68,6 +69,7 @@ TABLES = {
     "strong_scaling": "Strong scaling: step time, speedup and efficiency relative to the reference node count",
     "phase_times": "Phase times per run (mean and sample std over measured steps)",
     "extra_time": "Extra step time over ideal scaling, by phase, and each phase's share",
+    "mfu": "Model FLOPs utilisation per phase and per step (fraction of the site's BF16 peak), verl's own beside it",
     "engine_fill": "Strong scaling: trajectories per generation engine against the one-node saturation point",
     "cost": "Each run's node-hours: the site's estimate, the calibration from the other runs, and as measured",
     "overhead": "Each run's time and node-hours outside its steps: start-up before the first, tear-down after the last",
@@ -84,6 +86,7 @@ def write_tables(results: StudyResults, reference_nodes: int, output: Path) -> l
         "strong_scaling": lambda: strong_rows(results, reference_nodes),
         "phase_times": lambda: phase_rows(results),
         "extra_time": lambda: extra_time_rows(results, reference_nodes),
+        "mfu": lambda: mfu_rows(results),
         "engine_fill": lambda: fill_rows(results, reference_nodes),
         "cost": lambda: cost_rows(results),
         "overhead": lambda: overhead_rows(results),

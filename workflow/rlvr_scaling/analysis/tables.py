@@ -129,6 +129,31 @@ def phase_rows(results: StudyResults) -> list[dict[str, Any]]:
     return rows
 
 
+MFU_PHASES = ("gen", "old_log_prob", "update_actor", "step")
+
+
+def mfu_rows(results: StudyResults) -> list[dict[str, Any]]:
+    """MFU per phase of every scaling run (analysis.model_flops), verl's own beside it; empty cells
+    where a run's MFU is not measured (the report says why)."""
+    rows = []
+    for dataset in results.datasets():
+        for series in ("weak", "strong"):
+            for s in results.series(dataset, series):
+                mfu = s.measured.mfu or {}
+                by_phase = mfu.get("by_phase") or {}
+                row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": s.nodes, "prompts": s.prompts}
+                for phase in MFU_PHASES:
+                    row[f"{phase}_mfu"] = by_phase[phase]["mean"] if phase in by_phase else None
+                row["step_mfu_std"] = by_phase["step"]["std"] if "step" in by_phase else None
+                verl = mfu.get("verl") or {}
+                row["verl_update_actor_mfu"] = verl.get("update_actor")
+                row["verl_old_log_prob_mfu"] = verl.get("old_log_prob")
+                row["peak_tflops_per_gpu"] = mfu.get("peak_tflops_per_gpu")
+                row["run_id"] = s.run_id
+                rows.append(row)
+    return rows
+
+
 def extra_time_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, Any]]:
     """Per phase: time over ideal scaling from the base point, and its share of the extra step time."""
     rows = []

@@ -8,6 +8,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling import paths
+from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.execution.failed_runs import now
 from rlvr_scaling.execution.provenance import git_commit, host_facts, package_versions
 from rlvr_scaling.execution.run_environment import environment_templates, expanded_environment, shell_export
@@ -82,4 +84,6 @@ def job_record(study: Study, run: Run, root: Path, env: dict[str, str]) -> dict[
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         **host_facts(),
         "versions": package_versions(),
+        # The shape the run's MFU is counted from (analysis.model_flops).
+        "model": model_record(paths.model_dir(root, study.site_name) / "config.json"),
     }

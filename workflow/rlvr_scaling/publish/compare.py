@@ -14,6 +14,8 @@ from rlvr_scaling.fsutil import json_text
 # A reader wants the figures first: the measured summary, then validity, then the per-step records
 # and provenance that explain it.
 FIRST_NAMED = ("summary.", "valid", "checks", "selected", "reason", "table ")
+# Figures derived from the ones above (MFU from the phase times): named after them.
+NAMED_LAST = ("summary.mfu",)
 MAX_SHOWN = 5
 
 
@@ -76,6 +78,8 @@ def compare_table(name: str, bundled: str, recomputed: str) -> list[str]:
 
 
 def _rank(difference: str) -> int:
+    if difference.startswith(NAMED_LAST):
+        return len(FIRST_NAMED) + 1
     return next((i for i, start in enumerate(FIRST_NAMED) if difference.startswith(start)), len(FIRST_NAMED))
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from rlvr_scaling.analysis.adaptive_report import adaptive_findings
 from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
 from rlvr_scaling.analysis.engine_fill import fill_findings
+from rlvr_scaling.analysis.model_flops import mfu_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
@@ -25,6 +26,8 @@ def findings(study: StudyConfig, results: StudyResults) -> list[str]:
     overhead = overhead_finding(overhead_rows(results), len(results.summaries))
     lines += ["", "## Outside the steps", "", overhead]
     lines += ["", "## Cost: predicted against measured", "", cost_finding(cost_rows(results))]
+    mfu = mfu_findings([s for s in results.summaries.values() if s.valid])
+    lines += ["", "## Model FLOPs utilisation", "", mfu[0], *[f"- {line}" for line in mfu[1:]]]
     adaptive = adaptive_findings(results, study.adaptive_steps.rule())
     if adaptive:
         lines += ["", "## Adaptive step count", "", adaptive[0], *[f"- {line}" for line in adaptive[1:]]]

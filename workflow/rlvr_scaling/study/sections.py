@@ -56,6 +56,8 @@ class Hardware(Section):
     gpu_memory_gb: float = 0.0
     cpus_per_node: int = 0  # usable cores per node (LUMI: 56 of 64)
     memory_mb_per_node: int = 0
+    # dense BF16 peak per GPU (as the study counts GPUs), for MFU; None: no MFU (a CPU has no such peak)
+    peak_tflops_bf16: float | None = None
 
 
 @dataclass(frozen=True)
