@@ -13,9 +13,10 @@ rule summary:
     params:
         cli=CLI,
         warmup_steps=STUDY.config.algorithm.warmup_steps,
+        peak=STUDY.site.hardware.peak_tflops_bf16 or "none",
     shell:
         "{params.cli} summarize {input.run} --warmup-steps {params.warmup_steps} "
-        "--output {output} > {log} 2>&1"
+        "--peak-tflops-bf16 {params.peak} --output {output} > {log} 2>&1"
 
 
 rule index:

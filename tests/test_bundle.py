@@ -291,6 +291,9 @@ def test_the_analysis_commands_read_every_path_under_root(published, tmp_path, m
     assert not (tmp_path / "results").exists()
 
 
+TABLE = "results/tables/reproduction.csv"
+
+
 def _edit_json(members: dict[str, bytes], name: str, change) -> None:
     record = json.loads(members[name])
     change(record)
@@ -355,6 +358,20 @@ TAMPERINGS = {
         lambda m: m.update({"study/config.json": b'{"datasets": 5}'}),
         "study/config.json: not a study config",
     ),
+    # The verdicts are recomputed from the bundled reference: a published number changed there makes
+    # the bundled verdict another one than verify's.
+    "published number": (
+        lambda m: _edit_json(m, "study/reference.json", lambda r: r["numbers"][0].update(value=0.5)),
+        "table reproduction, row 1 (id=gsm8k-weak-efficiency-16, kind=number), column published: '0.779'",
+    ),
+    "verdict": (
+        lambda m: m.update({TABLE: m[TABLE].replace(b",reproduced,", b",not reproduced,", 1)}),
+        "table reproduction, row 1 (id=gsm8k-weak-efficiency-16, kind=number), column verdict: 'not reproduced'",
+    ),
+    "reference not one": (
+        lambda m: _edit_json(m, "study/reference.json", lambda r: r.pop("numbers")),
+        "study/reference.json: not a reference",
+    ),
 }
 
 
@@ -410,3 +427,14 @@ def test_the_image_recipe_and_build_record_go_into_the_bundle(published, tmp_pat
         record.unlink()
     assert members[str(recipe.relative_to(made.root))] == render_definition(made.study).encode()
     assert json.loads(members[str(record.relative_to(made.root))])["image"]["sha256"] == "ab" * 32
+
+
+def test_compare_reads_a_bundle_as_its_folder_and_finds_them_the_same(published, archive) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["compare", str(published.study.root), str(archive), "--json"])
+    assert code == 0
+    found = json.loads(out.getvalue())
+    measured_by_both = [r for r in found["rows"] if r["ratio"] is not None]
+    assert len(measured_by_both) == 20 and {r["verdict"] for r in measured_by_both} == {"same"}
+    assert found["differences"] == []

@@ -118,7 +118,7 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
         tiny = json.loads((results / "models" / "local" / "config.json").read_text())
         assert job["model"]["shape"]["num_hidden_layers"] == tiny["num_hidden_layers"]
         mfu = json.loads((results / "summaries" / f"{run_dir.name}.json").read_text())["summary"]["mfu"]
-        assert mfu["not_measured"] == "site local gives no hardware.peak_tflops_bf16" and mfu["by_phase"] == {}
+        assert mfu["not_measured"] == "the site file gives no hardware.peak_tflops_bf16" and mfu["by_phase"] == {}
     two_node = next(r for name, r in runs.items() if "-n2-" in name)
     assert json.loads((two_node / "job.json").read_text())["workers"] == 2
     assert_no_run_processes()
@@ -217,8 +217,20 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     assert "none is under-filled" in report.split("## Strong scaling: under-filled generation engines")[1]
     assert all(r["under_filled"] == "False" for r in strong)
     assert f"Outside their steps the {len(runs)} runs spent" in report
+    # The toy study is not LUMI's: every published number is "not comparable", and the report says why.
+    verdict = report.split("## Reproduction of the published study", 1)[1].split("\n## ", 1)[0]
+    assert "not comparable of " in verdict and "site local, the reference's lumi" in verdict, verdict
+    assert "model tiny-qwen3, the reference's Qwen/Qwen3-8B" in verdict, verdict
+    assert {r["verdict"] for r in read_csv(results / "tables" / "reproduction.csv")} == {"not comparable"}
+    # The study compared with itself (rlvr-scaling compare): the same at every point, nothing differs.
+    compared = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "compare", str(workdir), str(workdir), "--json"], capture_output=True, text=True
+    )
+    assert compared.returncode == 0, compared.stderr
+    rows = json.loads(compared.stdout)["rows"]
+    assert len(rows) == 8 and {r["verdict"] for r in rows} == {"same"}, rows  # 2 datasets x 2 series x 2 nodes
     mfu_section = report.split("## Model FLOPs utilisation", 1)[1].split("\n## ", 1)[0]
-    assert mfu_section.strip() == "Not measured: site local gives no hardware.peak_tflops_bf16."
+    assert mfu_section.strip() == "Not measured: the site file gives no hardware.peak_tflops_bf16 (site local)."
     # Every run's cost, predicted (by the estimate, and by the other runs) against measured.
     cost = read_csv(results / "tables" / "cost.csv")
     assert {r["run_id"] for r in cost} == set(runs)

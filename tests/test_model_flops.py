@@ -68,7 +68,7 @@ def test_mfu_per_phase_from_a_shape_worked_by_hand() -> None:
         "timing_s/step": 10.8,
         "perf/mfu/actor": 0.125,
     }
-    mfu = summarize_mfu([step], shape, None, 1e-9, n_gpus=2, trajectories=2, site="test")
+    mfu = summarize_mfu([step], shape, None, 1e-9, n_gpus=2, trajectories=2)
     assert mfu["not_measured"] is None and mfu["model_forward_flops_per_token"] == 88
     means = {phase: value["mean"] for phase, value in mfu["by_phase"].items()}
     assert means == pytest.approx({"gen": 1.0, "old_log_prob": 0.25, "update_actor": 0.25, "step": 0.25}, rel=1e-12)
@@ -84,10 +84,10 @@ def asdict_shape(config: dict) -> dict:
 
 def test_mfu_is_not_measured_without_a_peak_or_a_shape_and_says_why() -> None:
     step = {"step": 2, "perf/total_num_tokens": 10, "timing_s/step": 1.0, "perf/mfu/actor": 0.3}
-    no_peak = summarize_mfu([step], asdict_shape(TINY), None, None, 1, 2, site="local")
-    assert no_peak["not_measured"] == "site local gives no hardware.peak_tflops_bf16" and no_peak["by_phase"] == {}
+    no_peak = summarize_mfu([step], asdict_shape(TINY), None, None, 1, 2)
+    assert no_peak["not_measured"] == "the site file gives no hardware.peak_tflops_bf16" and no_peak["by_phase"] == {}
     assert no_peak["verl"]["update_actor"] == 0.3  # verl's is still there (a CPU has an entry in its table)
-    no_shape = summarize_mfu([step], None, "no /x/config.json", 191.5, 8, 2, site="lumi")
+    no_shape = summarize_mfu([step], None, "no /x/config.json", 191.5, 8, 2)
     assert no_shape["not_measured"] == "no model shape in the run's job.json (no /x/config.json)"
 
 

@@ -193,3 +193,23 @@ def test_the_lumi_study_reports_mfu_per_phase_beside_verls_zero(published) -> No
 def _rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def test_the_lumi_shaped_study_reproduces_every_published_number_and_the_report_says_so(published) -> None:
+    made, tables, _figures, report_path = published
+    rows = _rows(tables / "reproduction.csv")
+    reference = made.study.reference()
+    assert reference is not None
+    entries = [*reference["numbers"], *reference["relations"]]
+    # One row per published number and relation, in the reference's order, each reproduced.
+    assert [r["id"] for r in rows] == [e["id"] for e in entries]
+    assert {r["verdict"] for r in rows} == {"reproduced"}, [(r["id"], r["why"]) for r in rows]
+    for row, entry in zip(rows, entries, strict=True):
+        assert row["source"] == entry["source"] and row["run_ids"], row
+        if "value" in entry and isinstance(entry["value"], float | int):
+            assert float(row["published"]) == entry["value"]
+    # The strong 16-node GSM8K time is the run's mean step time, as the strong-scaling table has it.
+    strong = next(r for r in _rows(tables / "strong_scaling.csv") if (r["dataset"], r["nodes"]) == ("gsm8k", "16"))
+    assert next(r for r in rows if r["id"] == "gsm8k-strong-time-16")["measured"] == strong["step_time_s"]
+    section = report_path.read_text().split("## Reproduction of the published study", 1)[1].split("\n## ", 1)[0]
+    assert f"{len(rows)} reproduced of {len(rows)} published numbers and relations" in section

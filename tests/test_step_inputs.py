@@ -88,13 +88,13 @@ def test_what_a_run_measures_names_a_new_run_and_how_it_starts_does_not() -> Non
 
 def test_the_settings_command_writes_only_the_file_its_name_promises(tmp_path: Path) -> None:
     study = load_study()
-    good = tmp_path / Path(settings_path(study, "tables")).name
-    command = [PYTHON, "-m", "rlvr_scaling", "step-settings", "--step", "tables"]
+    good = tmp_path / Path(settings_path(study, "figures")).name
+    command = [PYTHON, "-m", "rlvr_scaling", "step-settings", "--step", "figures"]
     subprocess.run([*command, "--output", str(good)], check=True, capture_output=True)
     assert good.read_text().strip() == '{"strong_reference_nodes":2}'
-    stale = tmp_path / "tables-000000000000.json"
+    stale = tmp_path / "figures-000000000000.json"
     result = subprocess.run([*command, "--output", str(stale)], capture_output=True, text=True)
-    assert result.returncode != 0 and "is not the name of the tables settings" in result.stderr
+    assert result.returncode != 0 and "is not the name of the figures settings" in result.stderr
     assert not stale.exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import select
 import signal
@@ -21,6 +22,19 @@ def _study_args(parser: argparse.ArgumentParser) -> None:
         "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a dotted config key"
     )
     parser.add_argument("--root", default=".", help="working directory holding results/ (default: .)")
+
+
+def _peak(text: str) -> float | str | None:
+    """A site's BF16 peak per GPU in TFLOP/s; `none`; `spec`: the run's spec.json's."""
+    if text in ("none", "spec"):
+        return None if text == "none" else text
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive finite number, none or spec")
+    return value
 
 
 def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], text: str, study: bool = True) -> Any:
@@ -100,6 +114,12 @@ def _add_analysis_commands(sub: Any) -> None:
     )
     summarize.add_argument("run_dir")
     summarize.add_argument("--warmup-steps", type=int, help="leading steps left out (default: the run's spec)")
+    summarize.add_argument(
+        "--peak-tflops-bf16",
+        type=_peak,
+        default="spec",
+        help="the site's, for MFU; none: no MFU (default: the run's spec)",
+    )
     summarize.add_argument("--output", required=True)
     selection = _command(sub, "select", commands.cmd_select, "choose the one-node workload from the sweep summaries")
     selection.add_argument("--dataset", required=True)
@@ -135,6 +155,12 @@ def _add_publish_commands(sub: Any) -> None:
     for option in ("--report", "--tables", "--figures"):
         bundle.add_argument(option, required=True)
     bundle.add_argument("indexes", nargs="+")
+    compare = _command(sub, "compare", commands.cmd_compare, "two studies side by side, a verdict per point", False)
+    compare.add_argument("a", help="study A: a bundle (.tar.gz) or a study folder (holding results/index/)")
+    compare.add_argument("b", help="study B, compared with A")
+    compare.add_argument("--output", default=None, help="folder for compare.csv/.md/.tex, compare.png, compare.txt")
+    compare.add_argument("--force", action="store_true", help="compare studies of another model or workload too")
+    compare.add_argument("--json", action="store_true", help="print rows, differences and summary as JSON")
     verify = _command(sub, "verify", commands.cmd_verify, "check a bundle offline: checksums, then every number", False)
     verify.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
     imported = _command(sub, "import", commands.cmd_import, "a verl run made elsewhere as a run directory")

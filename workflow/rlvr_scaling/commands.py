@@ -114,7 +114,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 def cmd_summarize(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.summary import summarize_run
 
-    summary = summarize_run(Path(args.run_dir), args.warmup_steps)
+    summary = summarize_run(Path(args.run_dir), args.warmup_steps, args.peak_tflops_bf16)
     write_json(Path(args.output), summary.to_json())
     failed = "; ".join(c.detail for c in summary.failed_checks())
     print(f"{summary.run_id}: {'valid' if summary.valid else 'INVALID: ' + failed}")
@@ -155,10 +155,13 @@ def _results(args: argparse.Namespace):
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.reproduction import reproduction_rows
     from rlvr_scaling.analysis.table_files import write_tables
 
-    study = _load(args)
-    written = write_tables(_results(args), study.config.scaling.strong_reference_nodes, _at_root(args, args.output))
+    study, results = _load(args), _results(args)
+    verdicts = reproduction_rows(results, study.config, study.reference())
+    reference_nodes = study.config.scaling.strong_reference_nodes
+    written = write_tables(results, reference_nodes, _at_root(args, args.output), verdicts)
     print(f"{len(written)} table files in {args.output}")
     return 0
 
@@ -178,7 +181,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     study = _load(args)
     parts = _all_at_root(args, [args.tables, args.figures, args.output])
-    render_report(study.config, _results(args), *parts)
+    render_report(study.config, _results(args), *parts, reference=study.reference())
     print(f"report: {args.output}")
     return 0
 
@@ -193,6 +196,28 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         study, Path(args.root), _at_root(args, args.output), (report, tables, figures), _results(args), indexes
     )
     print(f"bundle: {archive}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from rlvr_scaling.analysis.study_comparison import compare_studies
+
+    with tempfile.TemporaryDirectory(prefix="rlvr-compare-") as scratch:
+        output = Path(args.output) if args.output else None
+        found = compare_studies(Path(args.a), Path(args.b), output, args.force, Path(scratch))
+    if args.json:
+        print_json(found, sys.stdout)
+        return 0
+    for row in found["rows"]:
+        ratio = f"{row['ratio']:.3f} [{row['ratio_ci_low']:.3f}, {row['ratio_ci_high']:.3f}]" if row["ratio"] else "-"
+        where = f"{row['dataset']:<10} {row['series']:<6} {row['nodes']:>3} node(s)"
+        print(f"{where}  B/A step time {ratio:<26} {row['verdict']}")
+    print()
+    print(found["summary"])
+    for path in found["written"]:
+        print(f"wrote {path}")
     return 0
 
 

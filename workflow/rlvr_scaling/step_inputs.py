@@ -47,13 +47,16 @@ def preflight_settings(study: Study) -> dict[str, Any]:
     # anyway, and a preflight made again would hide the other steps' changes in that invocation
     # (snakemake#4166: the runs take it as ancient), e.g. the bundle that holds the estimates.
     # Nor the budget, which decides what is submitted, not how it runs, nor the study's title and
-    # authors, which only the bundle cites. Nor the adaptive step count: the launcher's, not verl's.
+    # authors, which only the bundle cites, nor the published study it is judged against. Nor the
+    # adaptive step count: the launcher's, not verl's.
     unseen = ("estimate", "selection_rule", "overrides", "budget", "adaptive_steps")
     checked = {key: value for key, value in study.config.to_dict().items() if key not in unseen}
     checked["algorithm"].pop("warmup_steps", None)
-    for key in ("title", "authors"):
+    for key in ("title", "authors", "reference"):
         checked["study"].pop(key, None)
-    return {"config": checked, "site": study.site.to_dict()}
+    site = study.site.to_dict()
+    site["hardware"].pop("peak_tflops_bf16", None)  # MFU's divisor, the summaries'
+    return {"config": checked, "site": site}
 
 
 def step_settings(study: Study, step: str) -> dict[str, Any]:
@@ -75,15 +78,17 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
     if step == "preflight":
         return preflight_settings(study)
     if step == "summary":
-        return {"warmup_steps": config.algorithm.warmup_steps}
+        return {"warmup_steps": config.algorithm.warmup_steps, "peak_tflops_bf16": study.site.hardware.peak_tflops_bf16}
     if step == "selection":
         # The planned points too: the selection lists those a sequential sweep skipped.
         sweeps = {name: config.datasets[name].sweep for name in study.datasets}
         return {"selection_rule": config.selection_rule.to_dict(), "sweeps": sweeps}
     if step == "index":  # which runs belong to which series
         return {"selection": config.selection, "scaling": config.scaling.to_dict()}
-    if step in ("tables", "figures"):
+    if step == "figures":
         return reference
+    if step == "tables":  # the reproduction table judges against the published numbers
+        return {**reference, "published": study.reference()}
     if step == "report":
         algorithm = config.algorithm
         return {
@@ -99,6 +104,7 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
             # Only when on: its section names the rule. Off, the report is as it was.
             **({"adaptive_steps": config.adaptive_steps.rule()} if config.adaptive_steps.enabled else {}),
             **reference,
+            "published": study.reference(),
         }
     if step == "bundle":  # it holds the config
         return config.to_dict()

@@ -141,5 +141,6 @@ def import_run(
             (staging / "job.json").write_text(json_text(job))
             shutil.copyfile(log, staging / ("metrics.jsonl" if reader == "jsonl" else "console.log"))
     summary_path = paths.results_dir(root) / "summaries" / f"{run_id}.json"
-    write_json(summary_path, summarize_run(run_dir, study.config.algorithm.warmup_steps).to_json())
+    peak = study.site.hardware.peak_tflops_bf16
+    write_json(summary_path, summarize_run(run_dir, study.config.algorithm.warmup_steps, peak).to_json())
     return run_dir, summary_path

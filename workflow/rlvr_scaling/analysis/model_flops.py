@@ -44,6 +44,7 @@ FORMULA = (
     "hidden, s = mean trajectory length; forwards: gen 1, old_log_prob 1, update_actor 3 "
     "(Narayanan et al. SC'21 counting, causal attention; rlvr_scaling.analysis.model_flops)"
 )
+NO_PEAK = "the site file gives no hardware.peak_tflops_bf16"
 # Forward passes' worth of FLOPs each phase does per step.
 PHASE_FORWARDS = {"gen": 1, "old_log_prob": 1, "update_actor": 3}
 # verl's MFU metrics, by the phase they measure.
@@ -141,12 +142,11 @@ def summarize_mfu(
     peak_tflops: float | None,
     n_gpus: int,
     trajectories: int,
-    site: str,
 ) -> dict[str, Any]:
     """MFU per phase and per step over the measured `steps` (each a fraction of the peak), beside
     verl's own figures; "not_measured" says why there are none."""
     if peak_tflops is None:
-        return not_measured(f"site {site} gives no hardware.peak_tflops_bf16", steps)
+        return not_measured(NO_PEAK, steps)
     if shape_json is None:
         return not_measured(f"no model shape in the run's job.json ({shape_reason or 'not recorded'})", steps)
     shape = ModelShape.from_json(shape_json)
@@ -184,7 +184,8 @@ def mfu_findings(summaries: list[Any]) -> list[str]:
     if not measured:
         reasons = sorted({s.measured.mfu["not_measured"] for s in summaries if s.measured and s.measured.mfu})
         why = "; ".join(reasons) or "no run's summary has an MFU record (summaries written before it existed)"
-        return [f"Not measured: {why}."]
+        sites = ", ".join(sorted({s.site for s in summaries}))
+        return [f"Not measured: {why} (site {sites})."]
     first = measured[0].measured.mfu
     lines = [
         f"Counted from the model's shape, not taken from verl: {first['formula']}. "

@@ -114,10 +114,17 @@ def failed_summary(spec: dict[str, Any], job: dict[str, Any]) -> RunSummary:
     )
 
 
-def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
+# `summarize_run`'s peak when none is given: the one the run's spec.json recorded with its site.
+PEAK_OF_SPEC = "spec"
+
+
+def summarize_run(
+    run_dir: Path, warmup_steps: int | None = None, peak_tflops_bf16: float | None | str = PEAK_OF_SPEC
+) -> RunSummary:
     """`warmup_steps`: the study's, which the workflow passes (warm-up is the analysis's choice, not
     part of a run's identity while adaptive_steps is off: changing it re-summarises the runs and reruns
-    none); None: the run's own."""
+    none); None: the run's own. `peak_tflops_bf16`: the site's, which the workflow passes likewise (a
+    corrected peak re-summarises, it reruns nothing); None: no peak, so no MFU."""
     spec = json.loads((run_dir / "spec.json").read_text())
     job = json.loads((run_dir / "job.json").read_text())
     run = spec["run"]
@@ -135,10 +142,9 @@ def summarize_run(run_dir: Path, warmup_steps: int | None = None) -> RunSummary:
         [s for s in steps if s["step"] > warmup],
         model.get("shape"),
         model.get("reason"),
-        spec["site"]["hardware"].get("peak_tflops_bf16"),
+        spec["site"]["hardware"].get("peak_tflops_bf16") if peak_tflops_bf16 == PEAK_OF_SPEC else peak_tflops_bf16,
         n_gpus,
         run["trajectories"],
-        spec["site"]["name"],
     )
     return RunSummary(
         **_identity_fields(spec),

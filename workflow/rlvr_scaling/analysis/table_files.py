@@ -77,10 +77,14 @@ TABLES = {
     "table1": "Table 1: the selected one-node configuration and its measured workload",
     "sweep": "One-node sweep: every point, the memory cap and the selected point",
     "invalid_runs": "Runs left out of the tables, with the checks they failed",
+    "reproduction": "Reproduction: every published number and relation, measured against it, with its verdict",
 }
 
 
-def write_tables(results: StudyResults, reference_nodes: int, output: Path) -> list[Path]:
+def write_tables(
+    results: StudyResults, reference_nodes: int, output: Path, reproduction: list[dict[str, Any]] | None = None
+) -> list[Path]:
+    """`reproduction`: the verdict rows (analysis.reproduction), none when the study names no reference."""
     builders = {
         "weak_scaling": lambda: weak_rows(results),
         "strong_scaling": lambda: strong_rows(results, reference_nodes),
@@ -94,6 +98,7 @@ def write_tables(results: StudyResults, reference_nodes: int, output: Path) -> l
         "table1": lambda: table1_rows(results),
         "sweep": lambda: sweep_rows(results),
         "invalid_runs": lambda: invalid_rows(results),
+        "reproduction": lambda: reproduction or [],
     }
     written = []
     for name, build in builders.items():

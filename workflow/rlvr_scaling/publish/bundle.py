@@ -13,13 +13,12 @@ from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.execution.provenance import git_commit, package_versions
 from rlvr_scaling.fsutil import json_text
 from rlvr_scaling.publish.archive import SUMS, sha256_sums, write_archive
-from rlvr_scaling.publish.bundle_contents import redacted_members, study_files
+from rlvr_scaling.publish.bundle_contents import REFERENCE_MEMBER, SITE_MEMBER, redacted_members, study_files
 from rlvr_scaling.publish.bundle_readme import citation_text, readme_text
 from rlvr_scaling.publish.crate import crate_metadata
 from rlvr_scaling.study.config import Study
 
 CONFIG_MEMBER = "study/config.json"
-SITE_MEMBER = "study/site.json"
 
 
 def measured_dates(results: StudyResults) -> tuple[str | None, str | None]:
@@ -96,6 +95,8 @@ def write_bundle(
     name, date = bundle_name(study, results), bundle_date(results)
     commit = git_commit()
     records = {CONFIG_MEMBER: study.config.to_dict(), SITE_MEMBER: study.site.recorded()}
+    if (reference := study.reference()) is not None:
+        records[REFERENCE_MEMBER] = reference
     members = redacted_members(study_files(study, root, parts, results, indexes), root, records)
     provenance = provenance_record(study, results, commit)
     members["provenance.json"] = json_text(provenance).encode()

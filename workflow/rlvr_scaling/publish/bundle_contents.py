@@ -18,6 +18,11 @@ from rlvr_scaling.inputs.container import recipe_path, record_path
 from rlvr_scaling.publish.secrets import redact_record, scrub_text, secret_values_of_environment
 from rlvr_scaling.study.config import Study
 
+# The published study's numbers the verdict is made against (only when the study names one).
+REFERENCE_MEMBER = "study/reference.json"
+# The site as the runs saw it; verify reads the BF16 peak the MFU was counted with from it.
+SITE_MEMBER = "study/site.json"
+
 RUN_FILES = (
     "spec.json",
     "command.sh",

@@ -5,17 +5,21 @@ against the config), every table from the summaries, and the report from the tab
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
+from rlvr_scaling.analysis.reference import check_reference
+from rlvr_scaling.analysis.reproduction import reproduction_rows
 from rlvr_scaling.analysis.results_io import StudyResults, one_image
 from rlvr_scaling.analysis.selection import select
 from rlvr_scaling.analysis.summary import summarize_run
 from rlvr_scaling.analysis.table_files import TABLES, write_tables
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.publish.bundle_contents import REFERENCE_MEMBER, SITE_MEMBER
 from rlvr_scaling.publish.compare import as_read, compare_table, described, differences
 from rlvr_scaling.publish.report import render_report
 from rlvr_scaling.study.sections import StudyConfig
@@ -77,12 +81,20 @@ def read_indexes(root: Path, config: StudyConfig, findings: Findings) -> list[Da
     return indexes
 
 
+def bundled_peak(root: Path, findings: Findings) -> float | None:
+    """The site's BF16 peak the summaries' MFU was counted with (study/site.json)."""
+    site = read_member(root, SITE_MEMBER, findings)
+    peak = ((site or {}).get("hardware") or {}).get("peak_tflops_bf16") if isinstance(site, dict) else None
+    return float(peak) if isinstance(peak, int | float) and math.isfinite(peak) and peak > 0 else None
+
+
 def recompute_summaries(root: Path, indexes: list[DatasetIndex], warmup: int, findings: Findings) -> dict:
     summaries: dict[str, RunSummary] = {}
+    peak = bundled_peak(root, findings)
     for index in indexes:
         for run in index.runs:
             try:
-                summary = summarize_run(paths.run_dir(root, run.run_id), warmup)
+                summary = summarize_run(paths.run_dir(root, run.run_id), warmup, peak)
             except READ_ERRORS as exc:
                 findings.problems.append(f"results/runs/{run.run_id}: cannot be summarised again ({exc!r})")
                 continue
@@ -138,12 +150,28 @@ def recompute_selection(
     findings.checked["selections"] += 1
 
 
+def read_reference(root: Path, config: StudyConfig, findings: Findings) -> dict[str, Any] | None:
+    """The published numbers the bundled verdicts were made against, checked as the study's were."""
+    if not config.study.reference:
+        return None
+    document = read_member(root, REFERENCE_MEMBER, findings)
+    if document is None:
+        return None
+    try:
+        return check_reference(document, REFERENCE_MEMBER)
+    except StudyError as exc:
+        findings.problems.append(f"{REFERENCE_MEMBER}: not a reference ({exc}); the verdicts are made without it")
+        return None
+
+
 def recompute_tables_and_report(root: Path, config: StudyConfig, results: StudyResults, findings: Findings) -> None:
     """Tables into a results tree of their own, beside the bundle's figures, and the report from them:
     its links then read as the bundled report's do."""
+    reference = read_reference(root, config, findings)
     with tempfile.TemporaryDirectory(prefix="rlvr-verify-") as scratch:
         again = Path(scratch) / "results"
-        write_tables(results, config.scaling.strong_reference_nodes, again / "tables")
+        verdicts = reproduction_rows(results, config, reference)
+        write_tables(results, config.scaling.strong_reference_nodes, again / "tables", verdicts)
         for table in TABLES:
             for suffix in (".csv", ".md", ".tex"):
                 name = f"results/tables/{table}{suffix}"
@@ -158,7 +186,8 @@ def recompute_tables_and_report(root: Path, config: StudyConfig, results: StudyR
                     findings.problems.append(f"{name}: differs from the table recomputed from the summaries")
             findings.checked["tables"] += 1
         (again / "figures").symlink_to(root / "results" / "figures")
-        report = render_report(config, results, again / "tables", again / "figures", again / "report" / "study.md")
+        output = again / "report" / "study.md"
+        report = render_report(config, results, again / "tables", again / "figures", output, reference)
         bundled = root / "results" / "report" / "study.md"
         if bundled.exists() and bundled.read_text() != report:
             line = _first_different_line(bundled.read_text(), report)

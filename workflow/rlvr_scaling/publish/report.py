@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from rlvr_scaling.analysis.adaptive_report import adaptive_findings
 from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
 from rlvr_scaling.analysis.engine_fill import fill_findings
 from rlvr_scaling.analysis.model_flops import mfu_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
+from rlvr_scaling.analysis.reproduction import reproduction_findings, reproduction_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
 from rlvr_scaling.analysis.sweep_savings import sweep_findings
@@ -18,9 +20,11 @@ from rlvr_scaling.analysis.table_files import TABLES
 from rlvr_scaling.study.sections import StudyConfig
 
 
-def findings(study: StudyConfig, results: StudyResults) -> list[str]:
+def findings(study: StudyConfig, results: StudyResults, reference: dict[str, Any] | None) -> list[str]:
     """What the study had to explain by eye, in sentences made from the numbers."""
-    lines = ["## The one-node sweep", "", *[f"- {finding}" for finding in sweep_findings(results)], ""]
+    verdict = reproduction_findings(reproduction_rows(results, study, reference), reference)
+    lines = ["## Reproduction of the published study", "", verdict[0], *[f"- {line}" for line in verdict[1:]], ""]
+    lines += ["## The one-node sweep", "", *[f"- {finding}" for finding in sweep_findings(results)], ""]
     lines += ["## Strong scaling: under-filled generation engines", ""]
     lines += [f"- {finding}" for finding in fill_findings(results, study.scaling.strong_reference_nodes)]
     overhead = overhead_finding(overhead_rows(results), len(results.summaries))
@@ -34,7 +38,15 @@ def findings(study: StudyConfig, results: StudyResults) -> list[str]:
     return lines
 
 
-def render_report(study: StudyConfig, results: StudyResults, tables: Path, figures: Path, output: Path) -> str:
+def render_report(
+    study: StudyConfig,
+    results: StudyResults,
+    tables: Path,
+    figures: Path,
+    output: Path,
+    reference: dict[str, Any] | None = None,
+) -> str:
+    """`reference`: the published study it reproduces (analysis.reference), for the verdict."""
     captions = json.loads((figures / "captions.json").read_text()) if (figures / "captions.json").exists() else {}
 
     def link(path: Path) -> str:
@@ -63,7 +75,7 @@ def render_report(study: StudyConfig, results: StudyResults, tables: Path, figur
             lines.append(f"- **{index.dataset}**: {selection['reason']}.")
         elif selection:
             lines.append(f"- **{index.dataset}**: pinned to {selection.get('prompts')} prompts per node in the config.")
-    lines += ["", *findings(study, results), "", "## Tables", ""]
+    lines += ["", *findings(study, results, reference), "", "## Tables", ""]
     for name in TABLES:
         path = tables / f"{name}.md"
         if path.exists():

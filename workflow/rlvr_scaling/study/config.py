@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from rlvr_scaling import paths
+from rlvr_scaling.analysis.reference import load_reference
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.study.sections import Container, Dataset, Site, StudyConfig
 from rlvr_scaling.study.validate import check_schema, check_semantics
@@ -35,6 +36,10 @@ class Study:
     @property
     def name(self) -> str:
         return self.config.study.name
+
+    def reference(self) -> dict[str, Any] | None:
+        """The published study it reproduces (`study.reference`), read and checked; None: none named."""
+        return load_reference(self.config.study.reference) if self.config.study.reference else None
 
     @property
     def datasets(self) -> list[str]:
@@ -297,6 +302,8 @@ def study_from_dict(
     check_schema(config, paths.CONFIG_SCHEMA, source=f"config with site '{site_name}' study_overrides")
     study_config, site_record = StudyConfig.from_dict(config), Site.from_dict(site_def)
     check_semantics(study_config, site_record)
+    if study_config.study.reference:  # read and checked now, not when the tables are made
+        load_reference(study_config.study.reference)
     return Study(
         config=study_config, site=site_record, site_replaced=tuple(replaced_values(user, config, site_overrides))
     )

@@ -155,6 +155,7 @@ class StudyName(Section):
     name: str = ""
     title: str = ""  # empty: the bundle calls the study by its name
     authors: list[dict[str, str]] = field(default_factory=list)  # {name, affiliation?, orcid?}
+    reference: str | None = None  # config/references/<name>.yaml: the published study it reproduces
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,48 @@
+"""A published study's numbers (config/references/<name>.yaml), read and checked before anything runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlvr_scaling import paths
+from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.study.validate import check_schema
+
+REFERENCES_DIR = paths.CONFIG_DIR / "references"
+REFERENCE_SCHEMA = paths.SCHEMA_DIR / "reference.schema.yaml"
+
+
+def reference_path(name: str) -> Path:
+    return REFERENCES_DIR / f"{name}.yaml"
+
+
+def check_reference(document: Any, source: str) -> dict[str, Any]:
+    """The document if it is a reference: the schema, then one id per number and relation."""
+    check_schema(document, REFERENCE_SCHEMA, source=source)
+    seen: set[str] = set()
+    for kind in ("numbers", "relations"):
+        for position, entry in enumerate(document.get(kind, [])):
+            if entry["id"] in seen:
+                raise ConfigError(
+                    f"{kind}[{position}].id", entry["id"], "each number and relation needs its own id", source
+                )
+            seen.add(entry["id"])
+    return document
+
+
+def load_reference(name: str) -> dict[str, Any]:
+    """`study.reference`'s file, checked; a ConfigError naming the key otherwise."""
+    path = reference_path(name)
+    if not path.is_file():
+        known = sorted(p.stem for p in REFERENCES_DIR.glob("*.yaml"))
+        raise ConfigError(
+            "study.reference", name, f"it must name a file config/references/<name>.yaml (there: {known})"
+        )
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ConfigError("study.reference", name, f"{path} must be YAML ({error})") from error
+    return check_reference(document, f"reference {path.name}")

@@ -1,0 +1,221 @@
+"""Two studies side by side (`rlvr-scaling compare A B`): bundles or result folders, every scaling point
+both measured, a verdict per point by a stated test, what differs between them, a figure that
+overlays them and a one-paragraph summary.
+
+The test: B's mean step time over A's, with the 95% interval of that ratio from resampling both runs'
+measured steps (analysis.stats.bootstrap_ci, the interval the tables give speedups); "same" when the
+interval holds 1, else "faster" or "slower" (B against A). Studies of another model, workload or
+response cap measure other things: they are refused unless asked (`--force`), and what differs in
+image, verl version, site and settings is said either way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.analysis.results_io import StudyResults, load_results
+from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
+from rlvr_scaling.analysis.tables import per_step_time, ratio_interval
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.publish.unpack import unpack_bundle
+
+SERIES = ("weak", "strong")
+TEST = f"B/A mean step time, 95% interval ({BOOTSTRAP_METHOD}); same when it holds 1"
+# Facts that make two studies measure different things, and those that only say how they ran.
+DEFINING = ("model", "workloads", "response caps", "responses per prompt")
+DESCRIBING = ("site", "verl", "image", "GPUs per node", "engine options")
+
+
+@dataclass
+class OpenedStudy:
+    label: str
+    root: Path
+    results: StudyResults
+    facts: dict[str, Any]
+
+
+def open_study(path: Path, label: str, scratch: Path) -> OpenedStudy:
+    """A bundle (unpacked into `scratch` as verify unpacks it) or a study's folder (or its results/)."""
+    if path.is_file():
+        unpacked = unpack_bundle(path, scratch / label)
+        if unpacked.problems:
+            raise StudyError(f"compare: {path} cannot be read as a bundle: {unpacked.problems[0]}")
+        root = scratch / label
+    elif (path / "results" / "index").is_dir():
+        root = path
+    elif path.name == "results" and (path / "index").is_dir():
+        root = path.parent
+    else:
+        raise StudyError(f"compare: {path} is neither a bundle nor a study folder holding results/index/")
+    indexes = sorted((root / "results" / "index").glob("*.json"))
+    if not indexes:
+        raise StudyError(f"compare: {path} holds no results/index/*.json: not a finished study")
+    try:
+        results = load_results(indexes, root)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise StudyError(f"compare: {path}: its index or summaries cannot be read ({error!r})") from error
+    return OpenedStudy(label, root, results, study_facts(results, root))
+
+
+def _one_or_all(values: set[Any]) -> Any:
+    cleaned = {v for v in values if v is not None}
+    if not cleaned:
+        return None
+    return next(iter(cleaned)) if len(cleaned) == 1 else sorted(map(str, cleaned))
+
+
+def study_facts(results: StudyResults, root: Path) -> dict[str, Any]:
+    """What a reader must know to tell whether two studies can be compared, from their own records."""
+    summaries = list(results.summaries.values())
+    specs = []
+    for s in summaries:
+        spec_path = root / "results" / "runs" / s.run_id / "spec.json"
+        if spec_path.is_file():
+            specs.append(json.loads(spec_path.read_text()))
+    workloads = {}
+    for dataset in results.datasets():
+        one = next((s for s in results.series(dataset, "weak") if s.nodes == 1), None)
+        workloads[dataset] = one.prompts if one else None
+    return {
+        "model": _one_or_all({spec["study"]["model"]["name"] for spec in specs}),
+        "workloads": workloads,
+        "response caps": {
+            d: _one_or_all({s.max_response_length for s in summaries if s.dataset == d}) for d in workloads
+        },
+        "responses per prompt": _one_or_all({spec["run"]["responses_per_prompt"] for spec in specs}),
+        "site": _one_or_all({s.site for s in summaries}),
+        "verl": _one_or_all({(s.provenance.get("versions") or {}).get("verl") for s in summaries}),
+        "image": {index.dataset: index.image_sha256 for index in results.indexes},
+        "GPUs per node": _one_or_all({s.gpus // s.nodes for s in summaries if s.nodes}),
+        "engine options": _one_or_all({repr(spec["site"].get("engine_options")) for spec in specs}),
+    }
+
+
+def fact_differences(a: OpenedStudy, b: OpenedStudy, names: tuple[str, ...]) -> list[str]:
+    return [f"{name}: A {a.facts[name]!r}, B {b.facts[name]!r}" for name in names if a.facts[name] != b.facts[name]]
+
+
+def _verdict(low: float, high: float, ratio: float) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "not comparable (no interval: a run with one measured step)"
+    if low <= 1.0 <= high:
+        return "same"
+    return "slower" if ratio > 1 else "faster"
+
+
+def comparison_rows(a: OpenedStudy, b: OpenedStudy) -> list[dict[str, Any]]:
+    """One row per (dataset, series, nodes) that either study measured."""
+    rows = []
+    for dataset in sorted(set(a.results.datasets()) | set(b.results.datasets())):
+        for series in SERIES:
+            runs_a = _series(a.results, dataset, series)
+            runs_b = _series(b.results, dataset, series)
+            for nodes in sorted(set(runs_a) | set(runs_b)):
+                sa, sb = runs_a.get(nodes), runs_b.get(nodes)
+                row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": nodes}
+                row["a_step_time_s"] = sa.measured.step_time_s.mean if sa else None
+                row["b_step_time_s"] = sb.measured.step_time_s.mean if sb else None
+                row["ratio"] = row["ratio_ci_low"] = row["ratio_ci_high"] = None
+                if sa and sb:
+                    ratio = row["b_step_time_s"] / row["a_step_time_s"]
+                    low, high = ratio_interval(per_step_time(sb), per_step_time(sa), same_run=False)
+                    row.update(ratio=ratio, ratio_ci_low=low, ratio_ci_high=high, verdict=_verdict(low, high, ratio))
+                else:
+                    row["verdict"] = "only in A" if sa else "only in B"
+                row["a_throughput_per_gpu"] = sa.measured.throughput_per_gpu.mean if sa else None
+                row["b_throughput_per_gpu"] = sb.measured.throughput_per_gpu.mean if sb else None
+                row["a_run_id"], row["b_run_id"] = (sa.run_id if sa else ""), (sb.run_id if sb else "")
+                rows.append(row)
+    return rows
+
+
+def _series(results: StudyResults, dataset: str, series: str) -> dict[int, Any]:
+    if dataset not in results.datasets():
+        return {}
+    return {s.nodes: s for s in results.series(dataset, series)}
+
+
+def summary_paragraph(a: OpenedStudy, b: OpenedStudy, rows: list[dict[str, Any]]) -> str:
+    both = [r for r in rows if r["ratio"] is not None]
+    counts = {v: sum(r["verdict"] == v for r in both) for v in ("same", "faster", "slower")}
+    moved = [r for r in both if r["verdict"] in ("faster", "slower")]
+    text = (
+        f"B ({b.label}) against A ({a.label}): of the {len(both)} scaling points both measured, "
+        f"{counts['same']} are the same within noise, {counts['faster']} faster and {counts['slower']} slower "
+        f"(test: {TEST})."
+    )
+    if moved:
+        text += (
+            " Moved: "
+            + "; ".join(
+                f"{r['dataset']} {r['series']} {r['nodes']} node(s) {r['verdict']} ({r['ratio']:.3f}x the step time)"
+                for r in moved
+            )
+            + "."
+        )
+    only = len(rows) - len(both)
+    if only:
+        text += f" {only} point(s) were measured by one study only."
+    differs = fact_differences(a, b, (*DEFINING, *DESCRIBING))
+    text += " They differ in: " + "; ".join(differs) + "." if differs else " Nothing else differs in their records."
+    return text
+
+
+def compare_studies(a_path: Path, b_path: Path, output: Path | None, force: bool, scratch: Path) -> dict[str, Any]:
+    """The comparison's rows, what differs and its paragraph; files under `output` when given."""
+    a, b = open_study(a_path, "A", scratch), open_study(b_path, "B", scratch)
+    a.label, b.label = str(a_path), str(b_path)
+    defining = fact_differences(a, b, DEFINING)
+    if defining and not force:
+        raise StudyError(
+            "compare: the two studies measure different things (" + "; ".join(defining) + "); "
+            "compare them anyway with --force"
+        )
+    rows = comparison_rows(a, b)
+    paragraph = summary_paragraph(a, b, rows)
+    written: list[str] = []
+    if output is not None:
+        from rlvr_scaling.analysis.table_files import write_table
+
+        title = f"B ({b.label}) against A ({a.label}): {TEST}"
+        written = [str(p) for p in write_table(rows, output / "compare", title)]
+        written.append(str(write_overlay(a, b, rows, output / "compare.png")))
+        (output / "compare.txt").write_text(paragraph + "\n")
+        written.append(str(output / "compare.txt"))
+    return {
+        "rows": rows,
+        "differences": fact_differences(a, b, (*DEFINING, *DESCRIBING)),
+        "summary": paragraph,
+        "written": written,
+    }
+
+
+def write_overlay(a: OpenedStudy, b: OpenedStudy, rows: list[dict[str, Any]], output: Path) -> Path:
+    """Step time against nodes, per dataset and series: A solid, B dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["dataset"], r["series"]) for r in rows})
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 3.6), squeeze=False)
+    for axis, (dataset, series) in zip(axes[0], panels, strict=False):
+        mine = [r for r in rows if (r["dataset"], r["series"]) == (dataset, series)]
+        for key, style, label in (("a_step_time_s", "o-", f"A: {a.label}"), ("b_step_time_s", "s--", f"B: {b.label}")):
+            points = [(r["nodes"], r[key]) for r in mine if r[key] is not None]
+            if points:
+                axis.plot(*zip(*points, strict=True), style, label=label)
+        axis.set_xscale("log", base=2)
+        axis.set_title(f"{dataset}, {series} scaling")
+        axis.set_xlabel("nodes")
+        axis.set_ylabel("mean step time (s)")
+        axis.legend(fontsize=7)
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+    return output
