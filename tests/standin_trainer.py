@@ -18,6 +18,9 @@ start-up on 2 cores (~65-80 s):
 
 Through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3). Its workers'
 command lines end in `ray::WorkerDict` (they start with the Python that runs them).
+RLVR_STANDIN_PM_COUNTERS: a folder in HPE Cray's pm_counters layout whose counters it advances by
+RLVR_STANDIN_JOULES_PER_STEP (node; each of 4 accelerators an eighth) in each step, before logging it:
+on LUMI the node's counters advance as it works (execution/energy.py reads them).
 """
 
 from __future__ import annotations
@@ -68,6 +71,19 @@ def step_record(step: int, settings: dict[str, str], step_s: float) -> dict[str,
     }
 
 
+ACCELERATORS = 4
+
+
+def advance_counters(folder: Path, joules: float) -> None:
+    """One step's energy added to the node's cumulative counters, as pm_counters shows them."""
+    stamp = int(time.time() * 1e6)
+    added = {"energy": joules, **{f"accel{i}_energy": joules / 8 for i in range(ACCELERATORS)}}
+    for name, value in added.items():
+        path = folder / name
+        before = int(path.read_text().split()[0]) if path.exists() else 0
+        path.write_text(f"{before + round(value)} J {stamp} us\n")
+
+
 def driver(argv: list[str]) -> int:
     settings = overrides(argv)
     steps = int(settings["trainer.total_training_steps"])
@@ -95,6 +111,9 @@ def driver(argv: list[str]) -> int:
                 flush=True,
             )
             return 1
+        if os.environ.get("RLVR_STANDIN_PM_COUNTERS"):
+            joules = float(os.environ.get("RLVR_STANDIN_JOULES_PER_STEP", "2000"))
+            advance_counters(Path(os.environ["RLVR_STANDIN_PM_COUNTERS"]), joules)
         record = step_record(step, settings, time.monotonic() - began)
         with open(metrics, "a") as handle:
             handle.write(json.dumps({"step": step, "data": record}) + "\n")

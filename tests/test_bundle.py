@@ -109,7 +109,16 @@ def test_no_secret_leaves_the_study_in_a_bundle(published, tmp_path, monkeypatch
     job_text, console_text = job_file.read_text(), console.read_text()
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
     job = json.loads(job_text)
-    job["environment"] = {**(job.get("environment") or {}), "RAY_AUTH_TOKEN": "ray-secret-0123456789"}
+    job["environment"] = {
+        **(job.get("environment") or {}),
+        "RAY_AUTH_TOKEN": "ray-secret-0123456789",
+        "PIP_INDEX_URL": "https://pipuser:pippassword@pypi.example/simple",
+        "WANDB_KEY": "wandbkeyvalue",
+        "SSHPASS": "sshpassvalue",
+        "DB_PASS": "dbpassvalue",
+        "GITLAB_PAT": "gitlabpatvalue",
+        "MY_AUTH": "myauthvalue",
+    }
     try:
         job_file.write_text(json.dumps(job))
         console.write_text(
@@ -124,8 +133,13 @@ def test_no_secret_leaves_the_study_in_a_bundle(published, tmp_path, monkeypatch
     for name, data in members.items():
         for secret in (HF_TOKEN, "ray-secret-0123456789", "hunter2hunter2", "wandbwandb", "awsawsaws", "bearerbearer"):
             assert secret.encode() not in data, (name, secret)
+        # Names that hold secrets without the usual words, and a URL's user info, wherever they are.
+        for secret in ("pipuser:pippassword", "wandbkeyvalue", "sshpassvalue", "dbpassvalue", "gitlabpatvalue",
+                       "myauthvalue"):  # fmt: skip
+            assert secret.encode() not in data, (name, secret)
     recorded = json.loads(members[f"results/runs/{run.run.run_id}/job.json"])
     assert recorded["environment"]["RAY_AUTH_TOKEN"] == "<redacted>"
+    assert recorded["environment"]["PIP_INDEX_URL"] == "https://<redacted>@pypi.example/simple"
     # What is not secret stays as it was: a tokenizer's special token, a budget of tokens.
     assert b"pad_token: <|im_end|> token_budget=16384" in members[f"results/runs/{run.run.run_id}/console.log"]
     assert recorded["run_id"] == run.run.run_id and "max_num_batched_tokens" not in recorded["environment"]
@@ -367,6 +381,37 @@ TAMPERINGS = {
     "verdict": (
         lambda m: m.update({TABLE: m[TABLE].replace(b",reproduced,", b",not reproduced,", 1)}),
         "table reproduction, row 1 (id=gsm8k-weak-efficiency-16, kind=number), column verdict: 'not reproduced'",
+    ),
+    # The bundled config goes through plan's checks before anything is recomputed from it.
+    "dataset named as a path": (
+        lambda m: _edit_json(
+            m, "study/config.json", lambda c: c["datasets"].update({"../../etc/passwd": c["datasets"]["gsm8k"]})
+        ),
+        "study/config.json: not a study config: Invalid bundled study/config.json: key 'datasets' has value",
+    ),
+    "empty sweep": (
+        lambda m: _edit_json(m, "study/config.json", lambda c: c["datasets"]["gsm8k"].update(sweep=[])),
+        "key 'datasets.gsm8k.sweep' has value []",
+    ),
+    "overflowing number": (
+        lambda m: m.update({"study/config.json": m["study/config.json"].replace(b'"lr": 0.0', b'"lr": 1e999')}),
+        "key 'algorithm.lr' has value inf, but it must be a finite number",
+    ),
+    "zero reference nodes": (
+        lambda m: _edit_json(m, "study/config.json", lambda c: c["scaling"].update(strong_reference_nodes=0)),
+        "key 'scaling.strong_reference_nodes' has value 0",
+    ),
+    "NaN tolerance": (
+        lambda m: _edit_json(m, "study/config.json", lambda c: c["selection_rule"].update(tolerance=float("nan"))),
+        "key 'selection_rule.tolerance' has value nan, but it must be a finite number",
+    ),
+    "deep nesting": (
+        lambda m: m.update({"study/config.json": b'{"a": ' + b"[" * 60 + b"]" * 60 + b"}"}),
+        "study/config.json: not a study config: nested deeper than 50 levels",
+    ),
+    "deeper than the parser goes": (
+        lambda m: m.update({"study/config.json": b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"}),
+        "study/config.json: not a record of ours (JSON nested too deeply)",
     ),
     "reference not one": (
         lambda m: _edit_json(m, "study/reference.json", lambda r: r.pop("numbers")),

@@ -50,3 +50,35 @@ def test_any_other_dollar_is_rejected_by_the_site_schema(value: str) -> None:
     with pytest.raises(ConfigError) as caught:
         check_schema(site, SITE_SCHEMA, source="site file lumi.yaml")
     assert caught.value.key == "environment.BAD"
+
+
+def test_a_run_records_only_harmless_values_of_the_jobs_environment() -> None:
+    import dataclasses
+
+    from rlvr_scaling.execution.run_environment import recorded_environment
+
+    study = load_study(site="lumi")
+    site_env = {
+        "HF_HOME": "/tmp/hf-${SLURM_JOB_ID}",
+        "WANDB_API_KEY": "${WANDB_API_KEY}",
+        "PIP_INDEX_URL": "https://${PIP_USER}:${PIP_SECRET}@pypi.example/simple",
+        "NCCL_SOCKET_IFNAME": "${RLVR_IFNAME}",
+        "SHARED_CACHE": "${SHARED_DIR}/cache",
+    }
+    study = dataclasses.replace(study, site=dataclasses.replace(study.site, environment=site_env))
+    job = {
+        "SLURM_JOB_ID": "4242",
+        "WANDB_API_KEY": "wandb-0123456789",
+        "PIP_USER": "me",
+        "PIP_SECRET": "pw-0123456789",
+        "RLVR_IFNAME": "hsn0",
+        "SHARED_DIR": "/scratch/p/shared",
+    }
+    recorded = recorded_environment(study, job)
+    # Slurm's job id, an interface name and a folder are filled in; a key, a user and a password are
+    # not: only their names are recorded. The run itself gets every value (expanded_environment).
+    assert recorded["HF_HOME"] == "/tmp/hf-4242" and recorded["NCCL_SOCKET_IFNAME"] == "hsn0"
+    assert recorded["SHARED_CACHE"] == "/scratch/p/shared/cache"
+    assert recorded["WANDB_API_KEY"] == "${WANDB_API_KEY}"
+    assert recorded["PIP_INDEX_URL"] == "https://${PIP_USER}:${PIP_SECRET}@pypi.example/simple"
+    assert expanded_environment(study, job)["WANDB_API_KEY"] == "wandb-0123456789"

@@ -187,15 +187,65 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.history import history_path
     from rlvr_scaling.publish.bundle import write_bundle
 
     study = _load(args)
     indexes = _all_at_root(args, args.indexes)
     report, tables, figures = _all_at_root(args, [args.report, args.tables, args.figures])
+    results = _results(args)
     archive = write_bundle(
-        study, Path(args.root), _at_root(args, args.output), (report, tables, figures), _results(args), indexes
+        study, Path(args.root), _at_root(args, args.output), (report, tables, figures), results, indexes
     )
     print(f"bundle: {archive}")
+    key = record_in_history(study, Path(args.root), results, archive)
+    print(f"results store: {history_path(Path(args.root))} (study {key[:12]})")
+    return 0
+
+
+def record_in_history(study, root: Path, results, archive: Path) -> str:
+    """The finished study (its bundle) appended to the results store, with its verdicts."""
+    import datetime as dt
+
+    from rlvr_scaling.analysis.history import history_path, record_study
+    from rlvr_scaling.analysis.reproduction import reproduction_rows
+    from rlvr_scaling.execution.provenance import git_commit
+    from rlvr_scaling.publish.bundle import provenance_record
+
+    reference = study.reference()
+    rules = {}
+    if reference is not None:
+        default = reference["default_tolerance"]
+        rules = {e["id"]: e.get("tolerance", default) for e in [*reference["numbers"], *reference.get("relations", [])]}
+    verdicts = reproduction_rows(results, study.config, reference)
+    provenance = provenance_record(study, results, git_commit())
+    recorded = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return record_study(history_path(root), root, results, archive, provenance, verdicts, rules, recorded)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.history import history_path, study_history
+
+    listed = study_history(history_path(Path(args.root)))
+    if args.json:
+        print_json(listed, sys.stdout)
+        return 0
+    if not listed:
+        print(f"no study in {history_path(Path(args.root))} yet: a finished study's bundle step records it")
+        return 0
+    for entry in listed:
+        verdicts = ", ".join(f"{n} {v}" for v, n in sorted(entry["verdicts"].items())) or "no reference"
+        print(
+            f"{entry['recorded']}  {entry['key'][:12]}  {entry['name']} on {entry['site']}  verl {entry['verl']}  "
+            f"{entry['runs']} scaling points  {verdicts}"
+        )
+        if entry["since"] is None:
+            print("    first study of its settings")
+        elif entry["moved"]:
+            print(f"    moved beyond its tolerance since {entry['since'][:12]}:")
+            print("".join(f"      {line}\n" for line in entry["moved"]), end="")
+        else:
+            print(f"    nothing moved beyond its tolerance since {entry['since'][:12]}")
     return 0
 
 

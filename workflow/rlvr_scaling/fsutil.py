@@ -14,12 +14,33 @@ from pathlib import Path
 from typing import IO, Any
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# Read once, before any thread starts: mkstemp makes files 0600, a written file gets open()'s mode.
+UMASK = _read_umask()
+
+
 def write_text_atomically(path: Path, text: str) -> None:
-    """A reader (or a kill in the middle) sees the old file or the new one, never half of one."""
+    """A reader (or a kill in the middle) sees the old file or the new one, never half of one. Each
+    writer has a partial file of its own (two writers of one output never share one); one that cannot
+    be written whole (a full disk) is removed, and the error names the file, with the old one intact."""
+    from rlvr_scaling.errors import StudyError
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(text)
-    tmp.replace(path)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    tmp = Path(name)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, 0o666 & ~UMASK)
+        tmp.replace(path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise StudyError(f"cannot write {path}: {error.strerror or error}; the file there is unchanged") from None
 
 
 # The one JSON layout of every record the pipeline writes (files, bundle members, stdout).

@@ -56,6 +56,7 @@ def preflight_settings(study: Study) -> dict[str, Any]:
         checked["study"].pop(key, None)
     site = study.site.to_dict()
     site["hardware"].pop("peak_tflops_bf16", None)  # MFU's divisor, the summaries'
+    site.pop("energy", None)  # read beside the run, not by it
     return {"config": checked, "site": site}
 
 

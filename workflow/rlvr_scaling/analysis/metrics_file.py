@@ -37,6 +37,9 @@ def read_metrics_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         except (ValueError, KeyError, TypeError) as exc:
             problems.append(f"line {number}: not a step record ({exc.__class__.__name__})")
             continue
+        except RecursionError:  # no step record nests; the parser runs out of stack on such a line
+            problems.append(f"line {number}: not a step record (nested too deeply)")
+            continue
         if not isinstance(step, int) or isinstance(step, bool):
             problems.append(f"line {number}: step {step!r} is not an integer")
             continue

@@ -52,6 +52,8 @@ class Measured:
     throughput_cross_check: dict[str, Any]
     # MFU per phase (analysis.model_flops.summarize_mfu); None in summaries written before it existed
     mfu: dict[str, Any] | None = None
+    # joules per step and trajectory (analysis.energy_use); None in summaries written before it existed
+    energy: dict[str, Any] | None = None
 
     SPREADS = ("step_time_s", "tokens_per_step", "throughput_per_gpu", "response_length", "response_clip_ratio")
 
@@ -65,6 +67,7 @@ class Measured:
             peak_memory_gb=data["peak_memory_gb"],
             throughput_cross_check=data["throughput_cross_check"],
             mfu=data.get("mfu"),
+            energy=data.get("energy"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -82,6 +85,7 @@ class Measured:
             "peak_memory_gb": self.peak_memory_gb,
             "throughput_cross_check": self.throughput_cross_check,
             **({"mfu": self.mfu} if self.mfu is not None else {}),
+            **({"energy": self.energy} if self.energy is not None else {}),
         }
 
 

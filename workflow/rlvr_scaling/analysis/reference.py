@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rlvr_scaling import paths
-from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.study.validate import check_schema
 
 REFERENCES_DIR = paths.CONFIG_DIR / "references"
@@ -41,8 +39,10 @@ def load_reference(name: str) -> dict[str, Any]:
         raise ConfigError(
             "study.reference", name, f"it must name a file config/references/<name>.yaml (there: {known})"
         )
+    from rlvr_scaling.study.config import read_yaml  # the config's reader: UTF-8, bounded, no self-alias
+
     try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ConfigError("study.reference", name, f"{path} must be YAML ({error})") from error
+        document = read_yaml(path)
+    except StudyError as error:
+        raise ConfigError("study.reference", name, f"its file must be a usable YAML file ({error})") from error
     return check_reference(document, f"reference {path.name}")

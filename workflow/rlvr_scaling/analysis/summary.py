@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.analysis.adaptive_steps import expected_steps, stop_check
+from rlvr_scaling.analysis.energy_use import summarize_energy
 from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
 from rlvr_scaling.analysis.metrics_file import measurement_problems
 from rlvr_scaling.analysis.model_flops import summarize_mfu
@@ -148,7 +149,13 @@ def summarize_run(
     )
     return RunSummary(
         **_identity_fields(spec),
-        measured=Measured.from_json({**summarize_steps(steps, n_gpus, warmup), "mfu": mfu}),
+        measured=Measured.from_json(
+            {
+                **summarize_steps(steps, n_gpus, warmup),
+                "mfu": mfu,
+                "energy": summarize_energy(job, run["nodes"], run["trajectories"]),
+            }
+        ),
         checks=checks,
         valid=all(c.passed for c in checks),
         status="succeeded",

@@ -14,6 +14,7 @@ from rlvr_scaling.analysis.overhead import overhead_rows
 from rlvr_scaling.analysis.phase_models import model_rows
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.tables import (
+    energy_rows,
     extra_time_rows,
     invalid_rows,
     mfu_rows,
@@ -69,6 +70,7 @@ TABLES = {
     "strong_scaling": "Strong scaling: step time, speedup and efficiency relative to the reference node count",
     "phase_times": "Phase times per run (mean and sample std over measured steps)",
     "extra_time": "Extra step time over ideal scaling, by phase, and each phase's share",
+    "energy": "Energy per step (per node, read on the run's first node) and per trajectory, with the counters' source",
     "mfu": "Model FLOPs utilisation per phase and per step (fraction of the site's BF16 peak), verl's own beside it",
     "engine_fill": "Strong scaling: trajectories per generation engine against the one-node saturation point",
     "cost": "Each run's node-hours: the site's estimate, the calibration from the other runs, and as measured",
@@ -91,6 +93,7 @@ def write_tables(
         "phase_times": lambda: phase_rows(results),
         "extra_time": lambda: extra_time_rows(results, reference_nodes),
         "mfu": lambda: mfu_rows(results),
+        "energy": lambda: energy_rows(results),
         "engine_fill": lambda: fill_rows(results, reference_nodes),
         "cost": lambda: cost_rows(results),
         "overhead": lambda: overhead_rows(results),

@@ -154,6 +154,28 @@ def mfu_rows(results: StudyResults) -> list[dict[str, Any]]:
     return rows
 
 
+def energy_rows(results: StudyResults) -> list[dict[str, Any]]:
+    """Joules per step and per trajectory of every scaling run (analysis.energy_use); empty cells where
+    a run's energy is not measured (the report says why)."""
+    rows = []
+    for dataset in results.datasets():
+        for series in ("weak", "strong"):
+            for s in results.series(dataset, series):
+                energy = s.measured.energy or {}
+                row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": s.nodes, "prompts": s.prompts}
+                for key in (
+                    "joules_per_step_per_node",
+                    "accelerator_joules_per_step_per_node",
+                    "joules_per_step",
+                    "joules_per_trajectory",
+                ):
+                    row[key] = energy.get(key)
+                row["source"] = energy.get("source") or ""
+                row["run_id"] = s.run_id
+                rows.append(row)
+    return rows
+
+
 def extra_time_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, Any]]:
     """Per phase: time over ideal scaling from the base point, and its share of the extra step time."""
     rows = []

@@ -22,6 +22,7 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.adaptive_steps import StopRule
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.execution.energy import EnergyMeter
 from rlvr_scaling.execution.failed_runs import now, recover_leftovers
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.outcome import judge
@@ -203,6 +204,8 @@ def _run_in(
     command_file = directory.write_script("command.sh", render_command(study, run, root, launcher.verl_args()))
     env = {**os.environ, TOKEN_VAR: directory.token, **site_env}
     job = job_record(study, run, root, env)
+    meter = EnergyMeter(study.site.energy.source, study.site.energy.path)
+    job["energy"] = {**meter.describe(), "start": meter.read()}
     directory.write_json("job.json", job)
 
     def before() -> Started | None:
@@ -216,6 +219,7 @@ def _run_in(
         metrics,
         StopRule.of_run(run.to_dict()),
         on_stop=lambda stop: directory.write_json("job.json", {**job, "adaptive_stop": stop.record}),
+        energy=meter.read,
     )
     console = directory.path("console.log")
     code, exit_status = execute(command_file, console, env, directory.token, timeout_s, before, clock)
@@ -227,6 +231,7 @@ def _run_in(
             last_step = clock.stop.step
     outcome = judge(directory.staging, run.series, exit_status, last_step)
     job.update(end=now(), seconds=round(time.monotonic() - began, 1), exit_status=code, status=outcome.status)
+    job["energy"]["end"] = meter.read()
     job.update(step_clock=clock.record())
     job.update(problems=outcome.problems, memory_evidence=outcome.memory_evidence)
     directory.write_json("job.json", job)

@@ -7,6 +7,7 @@ import re
 import shlex
 
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.publish.secrets import is_secret_name
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.verl_args import CPU_ENGINE_ENV
 
@@ -38,6 +39,29 @@ def expanded_environment(study: Study, job_environment: dict[str, str]) -> dict[
 
         expanded[key] = REFERENCE.sub(value_of, template)
     return expanded
+
+
+# The job's variables whose values a run's record may hold where the study or site refers to them:
+# Slurm's job facts, who and where (user, home, temporary folder), and paths, thread counts and
+# network interfaces by their names' ends. Any other ${NAME} is recorded as written: its name only.
+HARMLESS_VARIABLE = re.compile(
+    r"^(?:SLURM_[A-Z0-9_]+|USER|LOGNAME|HOME|TMPDIR|HOSTNAME|[A-Z0-9_]*_(?:DIR|HOME|THREADS|IFNAME|INTERFACE))$"
+)
+
+
+def recorded_environment(study: Study, job_environment: dict[str, str]) -> dict[str, str]:
+    """The run's variables as job.json records them: what the study and site set, with only the
+    harmless ${NAME} references filled in from the job (publish.secrets names the rest)."""
+    recorded = {}
+    for key, template in environment_templates(study).items():
+
+        def value_of(match: re.Match[str]) -> str:
+            name = match.group(1)
+            harmless = HARMLESS_VARIABLE.match(name) and not is_secret_name(name)
+            return job_environment.get(name, match.group(0)) if harmless else match.group(0)
+
+        recorded[key] = REFERENCE.sub(value_of, template)
+    return recorded
 
 
 def shell_export(key: str, template: str) -> str:

@@ -12,7 +12,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.execution.failed_runs import now
 from rlvr_scaling.execution.provenance import git_commit, host_facts, package_versions
-from rlvr_scaling.execution.run_environment import environment_templates, expanded_environment, shell_export
+from rlvr_scaling.execution.run_environment import environment_templates, recorded_environment, shell_export
 from rlvr_scaling.inputs.container import exec_prefix, image_path, python_command, record_path
 from rlvr_scaling.inputs.container_build import image_facts
 from rlvr_scaling.study.config import Study
@@ -80,7 +80,7 @@ def job_record(study: Study, run: Run, root: Path, env: dict[str, str]) -> dict[
         }
         if container
         else None,
-        "environment": expanded_environment(study, env),
+        "environment": recorded_environment(study, env),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         **host_facts(),
         "versions": package_versions(),

@@ -34,11 +34,20 @@ class EarlyStop:
 
 class StepClock:
     def __init__(
-        self, metrics: Path, rule: StopRule | None = None, on_stop: Callable[[EarlyStop], None] | None = None
+        self,
+        metrics: Path,
+        rule: StopRule | None = None,
+        on_stop: Callable[[EarlyStop], None] | None = None,
+        energy: Callable[[], dict[str, float] | None] | None = None,
     ) -> None:
         """`on_stop`: called once the rule holds, before the run's processes are ended (the launcher
-        records the stop first, so a launcher killed while it ends them leaves why in job.json)."""
+        records the stop first, so a launcher killed while it ends them leaves why in job.json).
+        `energy`: reads the node's energy counters (execution.energy) when a step is stamped."""
         self.metrics = metrics
+        self.energy = energy
+        # (step, counters): a reading belongs to the last step of the look that made it
+        self.first_energy: tuple[int, dict[str, float]] | None = None
+        self.last_energy: tuple[int, dict[str, float]] | None = None
         self.offset = 0
         self.first: tuple[int, str] | None = None
         self.last: tuple[int, str] | None = None
@@ -64,16 +73,22 @@ class StepClock:
             return
         complete = chunk[: chunk.rfind(b"\n") + 1]
         stamp = now()
+        # One reading for the steps of this look: they were logged since the last one.
+        reading = self.energy() if self.energy is not None and complete else None
         for line in complete.splitlines(keepends=True):
             self.offset += len(line)
             try:
                 record = json.loads(line)
                 step = record.get("step")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):  # not verl's line: the summary names it
                 continue
             if isinstance(step, int) and not isinstance(step, bool):
                 self.first = self.first or (step, stamp)
                 self.last = (step, stamp)
+                if reading is not None:  # it belongs to the last step of the look that made it
+                    if self.first_energy is None or self.first_energy[1] is reading:
+                        self.first_energy = (step, reading)
+                    self.last_energy = (step, reading)
                 self._apply_rule(step, record.get("data"))
                 if self.stop is not None:
                     return
@@ -114,6 +129,17 @@ class StepClock:
             "last_step": self.last[0],
             "last_step_logged": self.last[1],
             "poll_seconds": POLL_SECONDS,
+            # The node's energy counters (joules) as those steps were stamped; absent if not read.
+            **(
+                {"energy_first_step": self.first_energy[0], "first_step_energy_j": self.first_energy[1]}
+                if self.first_energy
+                else {}
+            ),
+            **(
+                {"energy_last_step": self.last_energy[0], "last_step_energy_j": self.last_energy[1]}
+                if self.last_energy
+                else {}
+            ),
         }
 
 

@@ -13,12 +13,16 @@ from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.execution.provenance import git_commit, package_versions
 from rlvr_scaling.fsutil import json_text
 from rlvr_scaling.publish.archive import SUMS, sha256_sums, write_archive
-from rlvr_scaling.publish.bundle_contents import REFERENCE_MEMBER, SITE_MEMBER, redacted_members, study_files
+from rlvr_scaling.publish.bundle_contents import (
+    CONFIG_MEMBER,
+    REFERENCE_MEMBER,
+    SITE_MEMBER,
+    redacted_members,
+    study_files,
+)
 from rlvr_scaling.publish.bundle_readme import citation_text, readme_text
 from rlvr_scaling.publish.crate import crate_metadata
 from rlvr_scaling.study.config import Study
-
-CONFIG_MEMBER = "study/config.json"
 
 
 def measured_dates(results: StudyResults) -> tuple[str | None, str | None]:

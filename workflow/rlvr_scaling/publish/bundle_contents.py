@@ -20,6 +20,7 @@ from rlvr_scaling.study.config import Study
 
 # The published study's numbers the verdict is made against (only when the study names one).
 REFERENCE_MEMBER = "study/reference.json"
+CONFIG_MEMBER = "study/config.json"
 # The site as the runs saw it; verify reads the BF16 peak the MFU was counted with from it.
 SITE_MEMBER = "study/site.json"
 

@@ -19,10 +19,12 @@ from rlvr_scaling.analysis.selection import select
 from rlvr_scaling.analysis.summary import summarize_run
 from rlvr_scaling.analysis.table_files import TABLES, write_tables
 from rlvr_scaling.errors import StudyError
-from rlvr_scaling.publish.bundle_contents import REFERENCE_MEMBER, SITE_MEMBER
+from rlvr_scaling.publish.bundle_contents import CONFIG_MEMBER, REFERENCE_MEMBER, SITE_MEMBER
 from rlvr_scaling.publish.compare import as_read, compare_table, described, differences
 from rlvr_scaling.publish.report import render_report
-from rlvr_scaling.study.sections import StudyConfig
+from rlvr_scaling.study.config import nesting_problem
+from rlvr_scaling.study.sections import Site, StudyConfig
+from rlvr_scaling.study.validate import check_schema, check_semantics
 
 # What a malformed record raises when it is read; verify names the file instead.
 READ_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, StudyError)
@@ -57,6 +59,8 @@ def read_member(root: Path, name: str, findings: Findings) -> Any:
         findings.problems.append(f"{name}: not in the bundle")
     except ValueError as exc:
         findings.problems.append(f"{name}: not JSON ({exc})")
+    except RecursionError:
+        findings.problems.append(f"{name}: not a record of ours (JSON nested too deeply)")
     return None
 
 
@@ -203,13 +207,34 @@ def _first_different_line(bundled: str, recomputed: str) -> str:
     return f"{len(old)} lines in the bundle, made again {len(new)}"
 
 
-def check_study(root: Path, findings: Findings) -> None:
-    raw = read_member(root, "study/config.json", findings)
+def validated_config(root: Path, findings: Findings) -> StudyConfig | None:
+    """The bundled config and site, through the same checks as `plan` (schema, then semantics), before
+    anything is recomputed from them; None, with the problem named, otherwise."""
+    raw = read_member(root, CONFIG_MEMBER, findings)
+    site_raw = read_member(root, SITE_MEMBER, findings)
+    if raw is None or site_raw is None:
+        return None
+    for name, document in ((CONFIG_MEMBER, raw), (SITE_MEMBER, site_raw)):
+        if problem := nesting_problem(document):
+            findings.problems.append(f"{name}: not a study config: {problem}; nothing can be recomputed")
+            return None
     try:
+        check_schema(raw, paths.CONFIG_SCHEMA, source=f"bundled {CONFIG_MEMBER}")
+        check_schema(site_raw, paths.SITE_SCHEMA, source=f"bundled {SITE_MEMBER}")
         config = StudyConfig.from_dict(raw)
-        dict(config.datasets), config.algorithm.warmup_steps, config.selection_rule.tolerance  # noqa: B018
+        check_semantics(config, Site.from_dict(site_raw))
+    except StudyError as exc:
+        findings.problems.append(f"{CONFIG_MEMBER}: not a study config: {exc}; nothing can be recomputed")
+        return None
     except READ_ERRORS as exc:
-        findings.problems.append(f"study/config.json: not a study config ({exc!r}); nothing can be recomputed")
+        findings.problems.append(f"{CONFIG_MEMBER}: not a study config ({exc!r}); nothing can be recomputed")
+        return None
+    return config
+
+
+def check_study(root: Path, findings: Findings) -> None:
+    config = validated_config(root, findings)
+    if config is None:
         return
     indexes = read_indexes(root, config, findings)
     summaries = recompute_summaries(root, indexes, config.algorithm.warmup_steps, findings)

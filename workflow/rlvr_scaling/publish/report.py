@@ -9,6 +9,7 @@ from typing import Any
 
 from rlvr_scaling.analysis.adaptive_report import adaptive_findings
 from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
+from rlvr_scaling.analysis.energy_use import energy_findings
 from rlvr_scaling.analysis.engine_fill import fill_findings
 from rlvr_scaling.analysis.model_flops import mfu_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
@@ -32,6 +33,8 @@ def findings(study: StudyConfig, results: StudyResults, reference: dict[str, Any
     lines += ["", "## Cost: predicted against measured", "", cost_finding(cost_rows(results))]
     mfu = mfu_findings([s for s in results.summaries.values() if s.valid])
     lines += ["", "## Model FLOPs utilisation", "", mfu[0], *[f"- {line}" for line in mfu[1:]]]
+    energy = energy_findings([s for s in results.summaries.values() if s.valid])
+    lines += ["", "## Energy", "", energy[0], *[f"- {line}" for line in energy[1:]]]
     adaptive = adaptive_findings(results, study.adaptive_steps.rule())
     if adaptive:
         lines += ["", "## Adaptive step count", "", adaptive[0], *[f"- {line}" for line in adaptive[1:]]]

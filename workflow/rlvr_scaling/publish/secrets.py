@@ -12,10 +12,14 @@ REDACTED = "<redacted>"
 # A word of the name, not a part of one: HF_TOKEN, RAY_AUTH_TOKEN, aws_secret_access_key, but not
 # max_num_batched_tokens or a tokenizer.
 SECRET_NAME = re.compile(
-    r"(?:^|[^A-Za-z0-9])(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)"
-    r"(?:$|[^A-Za-z0-9])",
+    r"(?:^|[^A-Za-z0-9])(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|PASS|PAT|KEY|AUTH|CREDENTIALS?|API_?KEY|"
+    r"ACCESS_?KEY|PRIVATE_?KEY)(?:$|[^A-Za-z0-9])"
+    # SSHPASS, MYSQL_PWD: a password by its end (PWD alone is the working directory)
+    r"|(?:PASS|_PWD)$",
     re.IGNORECASE,
 )
+# A URL's user info (user:password@): removed from every record and log, whatever the name around it.
+URL_USER_INFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]+@")
 # Names with a secret word that hold none: a tokenizer's special tokens, where a secret is kept, a
 # budget of tokens.
 NOT_SECRET_NAME = re.compile(
@@ -55,9 +59,16 @@ def secret_values_of_environment(environ: dict[str, str] | None = None) -> set[s
     return {v for k, v in environ.items() if is_secret_name(k) and could_be_secret(v) and len(v) >= MIN_SECRET_LENGTH}
 
 
+def strip_user_info(text: str) -> str:
+    """https://user:password@host/... -> https://<redacted>@host/..."""
+    return URL_USER_INFO.sub(lambda match: f"{match.group(1)}{REDACTED}@", text)
+
+
 def redact_record(value: Any, found: set[str]) -> Any:
-    """A JSON record with every secret-like key's value replaced; the values replaced are added to
-    `found`, so the logs that may repeat them are scrubbed too."""
+    """A JSON record with every secret-like key's value replaced and every URL's user info removed;
+    the values replaced are added to `found`, so the logs that may repeat them are scrubbed too."""
+    if isinstance(value, str):
+        return strip_user_info(value)
     if isinstance(value, dict):
         redacted = {}
         for key, item in value.items():
@@ -86,4 +97,4 @@ def scrub_text(text: str, values: Iterable[str]) -> str:
     text = ASSIGNMENT.sub(assignment, text)
     for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, REDACTED)
-    return TOKEN_FORMS.sub(REDACTED, text)
+    return strip_user_info(TOKEN_FORMS.sub(REDACTED, text))

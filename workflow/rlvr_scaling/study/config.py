@@ -77,18 +77,47 @@ class Study:
         return account
 
 
+# Deeper than any config needs (the deepest key of the study is 5 levels): a deeper document is an
+# error, not a recursion the checks after it would run out of stack on.
+MAX_NESTING = 50
+
+
 def read_yaml(path: Path) -> Any:
     """A YAML file, or a JSON one (the effective config the rules hand to each step) read as JSON:
-    YAML 1.1 would read JSON's 1e-05 as text."""
+    YAML 1.1 would read JSON's 1e-05 as text. UTF-8, at most MAX_NESTING levels deep, no alias that
+    contains itself: otherwise one line naming the file."""
+    kind = path.suffix.lstrip(".").upper() if path.suffix == ".json" else "YAML"
     try:
-        with open(path) as handle:
-            if path.suffix == ".json":
-                return json.load(handle)
-            return yaml.safe_load(handle)
+        text = path.read_bytes().decode("utf-8")
+        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except FileNotFoundError:
         raise StudyError(f"File not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise StudyError(f"{path} is not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from None
+    except RecursionError:
+        raise StudyError(f"{path} is not a usable {kind} file: nested deeper than {MAX_NESTING} levels") from None
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise StudyError(f"{path} is not valid {path.suffix.lstrip('.').upper() or 'YAML'}: {exc}") from None
+        raise StudyError(f"{path} is not valid {kind}: {exc}") from None
+    problem = nesting_problem(document)
+    if problem:
+        raise StudyError(f"{path} is not a usable {kind} file: {problem}")
+    return document
+
+
+def nesting_problem(document: Any) -> str | None:
+    """Why a loaded document cannot be a config: too deep, or an alias that contains itself."""
+    stack: list[tuple[Any, int, tuple[int, ...]]] = [(document, 0, ())]
+    while stack:
+        value, depth, inside = stack.pop()
+        if not isinstance(value, dict | list):
+            continue
+        if id(value) in inside:
+            return "an alias (*name) that refers to the value it is in"
+        if depth >= MAX_NESTING:
+            return f"nested deeper than {MAX_NESTING} levels"
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1, (*inside, id(value))) for child in children)
+    return None
 
 
 def read_value(text: str) -> Any:

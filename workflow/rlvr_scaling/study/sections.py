@@ -112,6 +112,14 @@ class Container(Section):
 
 
 @dataclass(frozen=True)
+class Energy(Section):
+    """Where a node counts its energy (execution.energy): pm_counters | nvml | none."""
+
+    source: str = "none"
+    path: str | None = None  # pm_counters' folder; None: /sys/cray/pm_counters
+
+
+@dataclass(frozen=True)
 class EngineOptions(Section):
     rollout_enforce_eager: bool | None = None  # None: verl's default
     enforce_eager_reason: str | None = None
@@ -135,6 +143,7 @@ class Site(Section):
     storage: Storage = field(default_factory=Storage)
     container: Container | None = None  # None: runs use this host's Python
     engine_options: EngineOptions = field(default_factory=EngineOptions)
+    energy: Energy = field(default_factory=Energy)
     environment: dict[str, str] = field(default_factory=dict)  # set in every run; ${NAME} expands at start
     study_overrides: dict[str, Any] = field(default_factory=dict)
 

@@ -1,0 +1,160 @@
+"""The results store: every finished study (its bundle) appended to results/history.sqlite, one row
+per run and per published number or relation, with the study's provenance; `rlvr-scaling history`
+lists the studies and flags what moved beyond its tolerance since the last study of the same settings.
+
+"The same settings": the same model, workloads, response caps, responses per prompt, site and GPUs
+per node (analysis.study_comparison's facts); the verl version and the image may differ, as they do
+before and after an upgrade, which is what the history is for. A relation's tolerance is its
+reference rule; a scaling point's mean step time moves when it changes by more than POINT_TOLERANCE.
+The study's key is its bundle's sha256 (the bundle is byte-reproducible): packing the same study
+again adds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+from rlvr_scaling.analysis.reproduction import judge_number
+from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.study_comparison import DEFINING, study_facts
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.fsutil import sha256_file
+
+POINT_TOLERANCE = {"relative": 0.05}
+SETTINGS = (*DEFINING, "site", "GPUs per node")
+SCHEMA = """
+create table if not exists studies (
+  key text primary key, recorded text, name text, site text, settings_digest text, settings text,
+  bundle text, provenance text);
+create table if not exists runs (
+  study_key text, run_id text, dataset text, series text, nodes integer, prompts integer,
+  step_time_s real, throughput_per_gpu real, valid integer);
+create table if not exists relations (
+  study_key text, id text, kind text, dataset text, what text, nodes integer, measured text,
+  published text, rule text, verdict text);
+"""
+
+
+def history_path(root: Path) -> Path:
+    return paths.results_dir(root) / "history.sqlite"
+
+
+@contextmanager
+def _database(path: Path) -> Iterator[sqlite3.Connection]:
+    try:
+        with closing(sqlite3.connect(path, timeout=60)) as db:
+            db.executescript(SCHEMA)
+            yield db
+    except sqlite3.Error as error:
+        raise StudyError(f"the results store {path}: {error}") from error
+
+
+def record_study(
+    store: Path,
+    root: Path,
+    results: StudyResults,
+    archive: Path,
+    provenance: dict[str, Any],
+    verdicts: list[dict[str, Any]],
+    rules: dict[str, dict[str, float]],
+    recorded: str,
+) -> str:
+    """Append the study of `root` to `store` (one transaction: all of it or nothing); its key.
+    `rules`: each verdict's tolerance rule by id."""
+    facts = study_facts(results, root)
+    settings = {name: facts[name] for name in SETTINGS}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+    key = sha256_file(archive)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with _database(store) as db, db:
+        if db.execute("select 1 from studies where key = ?", (key,)).fetchone():
+            return key
+        db.execute(
+            "insert into studies values (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, recorded, provenance.get("study"), provenance.get("site"), digest, json.dumps(settings, default=str),
+             archive.name, json.dumps(provenance, default=str)),
+        )  # fmt: skip
+        for s in results.summaries.values():
+            for series in s.series or ["-"]:
+                db.execute(
+                    "insert into runs values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (key, s.run_id, s.dataset, series, s.nodes, s.prompts,
+                     s.measured.step_time_s.mean if s.measured else None,
+                     s.measured.throughput_per_gpu.mean if s.measured else None, int(s.valid)),
+                )  # fmt: skip
+        for row in verdicts:
+            db.execute(
+                "insert into relations values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, row["id"], row["kind"], row["dataset"], row["what"], row["nodes"],
+                 json.dumps(row["measured"]), json.dumps(row["published"]), json.dumps(rules.get(row["id"])),
+                 row["verdict"]),
+            )  # fmt: skip
+    return key
+
+
+def _moved(before: Any, after: Any, rule: dict[str, float] | None) -> str | None:
+    """How `after` moved from `before` beyond the rule, or None."""
+    if isinstance(before, int | float) and isinstance(after, int | float):
+        from rlvr_scaling.analysis.reproduction import Measurement
+
+        rule = rule or POINT_TOLERANCE
+        if "interval_factor" in rule:  # no interval is stored: a relation's own rule cannot apply
+            rule = POINT_TOLERANCE
+        verdict, why = judge_number(Measurement(after, ()), before, rule)
+        return None if verdict == "reproduced" else f"{before:.4g} -> {after:.4g} ({why})"
+    return None if before == after else f"{before!r} -> {after!r}"
+
+
+def study_history(store: Path) -> list[dict[str, Any]]:
+    """Every study in the store, oldest first, each with what moved since the last of its settings."""
+    if not store.is_file():
+        return []
+    with _database(store) as db:
+        studies = db.execute(
+            "select key, recorded, name, site, settings_digest, bundle, provenance from studies order by recorded, key"
+        ).fetchall()
+        listed: list[dict[str, Any]] = []
+        last_of: dict[str, dict[str, Any]] = {}
+        for key, recorded, name, site, digest, bundle, provenance in studies:
+            relations = {
+                r[0]: (json.loads(r[1]), json.loads(r[2]), r[3])
+                for r in db.execute("select id, measured, rule, verdict from relations where study_key = ?", (key,))
+            }
+            points = {
+                f"{d} {s} {n} node(s) step time": (t, None, None)
+                for d, s, n, t in db.execute(
+                    "select dataset, series, nodes, step_time_s from runs where study_key = ? and valid = 1 "
+                    "and series in ('weak', 'strong')",
+                    (key,),
+                )
+            }
+            entry = {
+                "key": key,
+                "recorded": recorded,
+                "name": name,
+                "site": site,
+                "settings_digest": digest,
+                "bundle": bundle,
+                "verl": json.loads(provenance).get("runs_measured_with", {}).get("verl"),
+                "runs": len(points),
+                "verdicts": {v: sum(r[2] == v for r in relations.values()) for v in {r[2] for r in relations.values()}},
+                "since": None,
+                "moved": [],
+            }
+            previous = last_of.get(digest)
+            if previous is not None:
+                entry["since"] = previous["key"]
+                for name_, (value, rule, _verdict) in {**relations, **points}.items():
+                    before = previous["values"].get(name_)
+                    if before is not None and (change := _moved(before[0], value, rule)):
+                        entry["moved"].append(f"{name_}: {change}")
+            last_of[digest] = {"key": key, "values": {**relations, **points}}
+            listed.append(entry)
+    return listed
