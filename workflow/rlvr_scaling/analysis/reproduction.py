@@ -24,6 +24,7 @@ REPRODUCED, NOT_REPRODUCED, NOT_MEASURED, NOT_COMPARABLE = (
     "not comparable",
 )
 TRAINING_PHASES = ("old_log_prob", "update_actor")
+CATEGORICAL = ("strong_efficiency_decreasing_beyond_reference", "largest_extra_time_phase")
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,8 @@ def _row(
         "ci_high": interval[1],
         "published": published,
         "difference": value - published if numeric else None,
-        "tolerance": _tolerance_text(rule),
+        # a yes/no relation (a trend, which phase dominates) has no tolerance
+        "tolerance": "" if kind == "relation" and entry["relation"] in CATEGORICAL else _tolerance_text(rule),
         "verdict": verdict,
         "why": why,
         "source": entry["source"],

@@ -24,7 +24,7 @@ from rlvr_scaling.errors import StudyError
 from rlvr_scaling.publish.unpack import unpack_bundle
 
 SERIES = ("weak", "strong")
-TEST = f"B/A mean step time, 95% interval ({BOOTSTRAP_METHOD}); same when it holds 1"
+TEST = f"B/A mean step time, {BOOTSTRAP_METHOD}; same when the interval holds 1"
 # Facts that make two studies measure different things, and those that only say how they ran.
 DEFINING = ("model", "workloads", "response caps", "responses per prompt")
 DESCRIBING = ("site", "verl", "image", "GPUs per node", "engine options")
