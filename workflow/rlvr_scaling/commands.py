@@ -198,7 +198,15 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         study, Path(args.root), _at_root(args, args.output), (report, tables, figures), results, indexes
     )
     print(f"bundle: {archive}")
-    key = record_in_history(study, Path(args.root), results, archive)
+    if args.sign:
+        from rlvr_scaling.publish.signing import sign_bundle
+
+        print(f"signature: {sign_bundle(archive, Path(args.sign))}")
+    try:
+        key = record_in_history(study, Path(args.root), results, archive)
+    except StudyError as error:  # the bundle stands; the store can be filled by packing it again
+        print(f"rlvr-scaling: warning: not recorded in the results store: {error}", file=sys.stderr)
+        return 0
     print(f"results store: {history_path(Path(args.root))} (study {key[:12]})")
     return 0
 
@@ -271,18 +279,39 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sign(args: argparse.Namespace) -> int:
+    from rlvr_scaling.publish.signing import sign_bundle
+
+    print(f"signature: {sign_bundle(Path(args.bundle), Path(args.key))}")
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    from rlvr_scaling.publish.signing import check_signature, signature_path
     from rlvr_scaling.publish.verify import verify_bundle
 
     bundle = Path(args.bundle)
     if not bundle.is_file():
         raise StudyError(f"verify: {bundle} is not a file")
     result = verify_bundle(bundle)
+    signer = None
+    if args.allowed_signers:
+        signer, problem = check_signature(bundle, Path(args.allowed_signers))
+        if problem:
+            result.problems.insert(0, problem)
     for problem in result.problems:
         print(f"MISMATCH {problem}")
     counts = ", ".join(f"{count} {what}" for what, count in result.checked.items())
     if not result.problems:
-        print(f"verified {bundle.name}: {counts}, all as recomputed")
+        if signer:
+            signed = f", signed by {signer}"
+        elif signature_path(bundle).is_file():
+            signed = f"; {signature_path(bundle).name} not checked (give --allowed-signers)"
+        else:
+            signed = ", unsigned"
+        print(f"verified {bundle.name}: {counts}, all as recomputed{signed}")
+        evidence = ", ".join(f"{kind} x{count}" for kind, count in result.evidence.items())
+        print(f"checked by checksum only (evidence, not recomputed): {evidence}")
         return 0
     print(
         f"rlvr-scaling: {bundle.name} does not verify: {len(result.problems)} problem(s) ({counts} checked)",

@@ -19,6 +19,9 @@ def summarize_energy(job: dict[str, Any], nodes: int, trajectories: int) -> dict
     source = energy.get("source")
     if not source or source == "none":
         return {"not_measured": "the site names no energy counters (energy.source)"}
+    if "start" in energy and energy.get("start") is None and energy.get("end") is None:
+        where = "pynvml in the launcher's Python and a GPU" if source == "nvml" else energy.get("path") or source
+        return {"not_measured": f"the {source} counters could not be read on the launcher's node ({where})"}
     clock = job.get("step_clock") or {}
     first, last = clock.get("energy_first_step"), clock.get("energy_last_step")
     spent = joules_between(clock.get("first_step_energy_j"), clock.get("last_step_energy_j"))
@@ -59,4 +62,8 @@ def energy_findings(summaries: list[Any]) -> list[str]:
             f"{s.dataset}, {s.nodes} node(s), {s.prompts} prompts: {e['joules_per_step_per_node'] / 1000:.1f} kJ "
             f"per step per node, {e['joules_per_trajectory']:.0f} J per trajectory (steps {first_step}..{last_step})"
         )
+    others = [s for s in summaries if s not in measured]
+    if others:
+        reasons = sorted({(s.measured.energy or {}).get("not_measured") or "no record" for s in others if s.measured})
+        lines.append(f"Not measured for {len(others)} run(s): {'; '.join(reasons)}")
     return lines

@@ -77,7 +77,7 @@ def record_study(
         if db.execute("select 1 from studies where key = ?", (key,)).fetchone():
             return key
         db.execute(
-            "insert into studies values (?, ?, ?, ?, ?, ?, ?, ?)",
+            "insert or ignore into studies values (?, ?, ?, ?, ?, ?, ?, ?)",
             (key, recorded, provenance.get("study"), provenance.get("site"), digest, json.dumps(settings, default=str),
              archive.name, json.dumps(provenance, default=str)),
         )  # fmt: skip
@@ -101,6 +101,8 @@ def record_study(
 
 def _moved(before: Any, after: Any, rule: dict[str, float] | None) -> str | None:
     """How `after` moved from `before` beyond the rule, or None."""
+    if _no_value(before) and _no_value(after):
+        return None  # not measured either time
     if isinstance(before, int | float) and isinstance(after, int | float):
         from rlvr_scaling.analysis.reproduction import Measurement
 
@@ -110,6 +112,10 @@ def _moved(before: Any, after: Any, rule: dict[str, float] | None) -> str | None
         verdict, why = judge_number(Measurement(after, ()), before, rule)
         return None if verdict == "reproduced" else f"{before:.4g} -> {after:.4g} ({why})"
     return None if before == after else f"{before!r} -> {after!r}"
+
+
+def _no_value(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def study_history(store: Path) -> list[dict[str, Any]]:
@@ -151,9 +157,12 @@ def study_history(store: Path) -> list[dict[str, Any]]:
             previous = last_of.get(digest)
             if previous is not None:
                 entry["since"] = previous["key"]
-                for name_, (value, rule, _verdict) in {**relations, **points}.items():
-                    before = previous["values"].get(name_)
-                    if before is not None and (change := _moved(before[0], value, rule)):
+                now = {**relations, **points}
+                for name_ in sorted(set(now) | set(previous["values"])):
+                    before, after = previous["values"].get(name_), now.get(name_)
+                    if after is None:
+                        entry["moved"].append(f"{name_}: {before[0]!r} -> not in this study (missing or invalid)")
+                    elif before is not None and (change := _moved(before[0], after[0], after[1])):
                         entry["moved"].append(f"{name_}: {change}")
             last_of[digest] = {"key": key, "values": {**relations, **points}}
             listed.append(entry)

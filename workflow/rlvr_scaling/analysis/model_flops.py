@@ -190,7 +190,7 @@ def mfu_findings(summaries: list[Any]) -> list[str]:
     lines = [
         f"Counted from the model's shape, not taken from verl: {first['formula']}. "
         f"Peak {first['peak_tflops_per_gpu']:g} TFLOP/s per GPU (the site's hardware.peak_tflops_bf16). "
-        "verl's own perf/mfu figures are beside ours; its device table has no MI250X, so on LUMI they read 0."
+        "verl's own perf/mfu figures are beside ours (its device table has no MI250X: on LUMI they read 0)."
     ]
     for s in sorted(measured, key=lambda s: (s.dataset, s.nodes, s.prompts)):
         mfu = s.measured.mfu
@@ -200,4 +200,8 @@ def mfu_findings(summaries: list[Any]) -> list[str]:
             f"{s.dataset}, {s.nodes} node(s), {s.prompts} prompts: step {_percent(mfu['by_phase']['step']['mean'])} "
             f"({phases}); verl: {verl}"
         )
+    others = [s for s in summaries if s not in measured]
+    if others:
+        reasons = sorted({(s.measured.mfu or {}).get("not_measured") or "no MFU record" for s in others if s.measured})
+        lines.append(f"Not measured for {len(others)} run(s): {'; '.join(reasons)}")
     return lines

@@ -14,6 +14,7 @@ from typing import Any
 
 from rlvr_scaling.analysis.adaptive_steps import StopRule, stop_record
 from rlvr_scaling.analysis.metrics_file import is_positive_finite
+from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.failed_runs import now
 
 # How often the launcher looks: the times are good to about this.
@@ -116,7 +117,7 @@ class StepClock:
             if self.on_stop is not None:
                 try:
                     self.on_stop(self.stop)
-                except OSError:  # the record is kept again when the run ends; the stop goes on
+                except (OSError, StudyError):  # the record is kept again when the run ends; the stop goes on
                     pass
 
     def record(self) -> dict[str, Any]:

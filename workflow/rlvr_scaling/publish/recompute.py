@@ -20,6 +20,7 @@ from rlvr_scaling.analysis.summary import summarize_run
 from rlvr_scaling.analysis.table_files import TABLES, write_tables
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.publish.bundle_contents import CONFIG_MEMBER, REFERENCE_MEMBER, SITE_MEMBER
+from rlvr_scaling.publish.command_check import command_problems
 from rlvr_scaling.publish.compare import as_read, compare_table, described, differences
 from rlvr_scaling.publish.report import render_report
 from rlvr_scaling.study.config import nesting_problem
@@ -35,7 +36,18 @@ class Findings:
 
     def __init__(self) -> None:
         self.problems: list[str] = []
-        self.checked = {"checksums": 0, "summaries": 0, "indexes": 0, "selections": 0, "tables": 0, "report": 0}
+        self.checked = {
+            "checksums": 0,
+            "summaries": 0,
+            "commands": 0,
+            "indexes": 0,
+            "selections": 0,
+            "tables": 0,
+            "report": 0,
+        }
+        # The members compared with a recomputed value; every other one is checked by its checksum only.
+        self.recomputed: set[str] = set()
+        self.evidence: dict[str, int] = {}  # what is checked by checksum only, by kind (verify)
 
     def add(self, name: str, found: list[str], source: str) -> None:
         if line := described(name, found, source):
@@ -110,6 +122,7 @@ def recompute_summaries(root: Path, indexes: list[DatasetIndex], warmup: int, fi
             summary.series = run.series
             summaries[run.run_id] = summary
             findings.checked["summaries"] += 1
+            findings.recomputed.add(run.summary)
     return summaries
 
 
@@ -128,6 +141,7 @@ def check_index(index: DatasetIndex, config: StudyConfig, summaries: dict[str, R
         found += differences(index.selection, {"prompts": pinned, "pinned": True}, "selection")
     findings.add(f"results/index/{index.dataset}.json", found, "against the summaries and study/config.json")
     findings.checked["indexes"] += 1
+    findings.recomputed.add(f"results/index/{index.dataset}.json")
 
 
 def summaries_of(index: DatasetIndex, summaries: dict[str, RunSummary]) -> dict[str, RunSummary]:
@@ -152,6 +166,7 @@ def recompute_selection(
         findings.add(name, differences(bundled, recomputed), "recomputed by the rule in study/config.json")
         findings.add(f"results/index/{index.dataset}.json", differences(index.selection, bundled, "selection"), name)
     findings.checked["selections"] += 1
+    findings.recomputed.add(name)
 
 
 def read_reference(root: Path, config: StudyConfig, findings: Findings) -> dict[str, Any] | None:
@@ -189,6 +204,7 @@ def recompute_tables_and_report(root: Path, config: StudyConfig, results: StudyR
                 elif (root / name).read_text() != recomputed:
                     findings.problems.append(f"{name}: differs from the table recomputed from the summaries")
             findings.checked["tables"] += 1
+            findings.recomputed |= {f"results/tables/{table}{suffix}" for suffix in (".csv", ".md", ".tex")}
         (again / "figures").symlink_to(root / "results" / "figures")
         output = again / "report" / "study.md"
         report = render_report(config, results, again / "tables", again / "figures", output, reference)
@@ -197,6 +213,7 @@ def recompute_tables_and_report(root: Path, config: StudyConfig, results: StudyR
             line = _first_different_line(bundled.read_text(), report)
             findings.problems.append(f"results/report/study.md: differs from the report made again, {line}")
         findings.checked["report"] += 1
+        findings.recomputed.add("results/report/study.md")
 
 
 def _first_different_line(bundled: str, recomputed: str) -> str:
@@ -207,7 +224,7 @@ def _first_different_line(bundled: str, recomputed: str) -> str:
     return f"{len(old)} lines in the bundle, made again {len(new)}"
 
 
-def validated_config(root: Path, findings: Findings) -> StudyConfig | None:
+def validated_config(root: Path, findings: Findings) -> tuple[StudyConfig, Site] | None:
     """The bundled config and site, through the same checks as `plan` (schema, then semantics), before
     anything is recomputed from them; None, with the problem named, otherwise."""
     raw = read_member(root, CONFIG_MEMBER, findings)
@@ -221,23 +238,52 @@ def validated_config(root: Path, findings: Findings) -> StudyConfig | None:
     try:
         check_schema(raw, paths.CONFIG_SCHEMA, source=f"bundled {CONFIG_MEMBER}")
         check_schema(site_raw, paths.SITE_SCHEMA, source=f"bundled {SITE_MEMBER}")
-        config = StudyConfig.from_dict(raw)
-        check_semantics(config, Site.from_dict(site_raw))
+        config, site = StudyConfig.from_dict(raw), Site.from_dict(site_raw)
+        check_semantics(config, site)
     except StudyError as exc:
         findings.problems.append(f"{CONFIG_MEMBER}: not a study config: {exc}; nothing can be recomputed")
         return None
     except READ_ERRORS as exc:
         findings.problems.append(f"{CONFIG_MEMBER}: not a study config ({exc!r}); nothing can be recomputed")
         return None
-    return config
+    return config, site
+
+
+def check_commands(
+    root: Path, indexes: list[DatasetIndex], config: StudyConfig, site: Site, findings: Findings
+) -> None:
+    """Each run's verl arguments and command.sh, recomputed from the bundled config and site."""
+    for index in indexes:
+        for run in index.runs:
+            folder = f"results/runs/{run.run_id}"
+            spec, job = (
+                read_member(root, f"{folder}/spec.json", findings),
+                read_member(root, f"{folder}/job.json", findings),
+            )
+            command = inside(root, f"{folder}/command.sh")
+            if spec is None or job is None or command is None or "imported" in spec:
+                continue  # an imported run has no command; a missing record is named already
+            if not command.is_file():
+                findings.problems.append(f"{folder}/command.sh: not in the bundle (every run of the study has one)")
+                continue
+            try:
+                found = command_problems(spec, job, command.read_text(errors="replace"), config, site)
+            except READ_ERRORS as exc:
+                found = [f"cannot be recomputed ({exc!r})"]
+            for problem in found:
+                findings.problems.append(f"{folder}/{problem}")
+            findings.recomputed |= {f"{folder}/command.sh", f"{folder}/spec.json"}
+            findings.checked["commands"] += 1
 
 
 def check_study(root: Path, findings: Findings) -> None:
-    config = validated_config(root, findings)
-    if config is None:
+    validated = validated_config(root, findings)
+    if validated is None:
         return
+    config, site = validated
     indexes = read_indexes(root, config, findings)
     summaries = recompute_summaries(root, indexes, config.algorithm.warmup_steps, findings)
+    check_commands(root, indexes, config, site, findings)
     named = {run.summary for index in indexes for run in index.runs}
     for stray in sorted((root / "results" / "summaries").glob("*.json")):
         if f"results/summaries/{stray.name}" not in named:

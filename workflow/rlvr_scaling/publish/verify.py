@@ -73,4 +73,21 @@ def verify_bundle(path: Path) -> Findings:
         check_sums(unpacked, findings)
         check_required(unpacked, findings)
         check_study(Path(scratch), findings)
+        findings.evidence = evidence_kinds(set(unpacked.digests) - findings.recomputed - {SUMS})
     return findings
+
+
+def evidence_kinds(names: set[str]) -> dict[str, int]:
+    """The members checked by their checksum only (no value of theirs is recomputed), by kind: a run's
+    record by its file name, anything else by its folder."""
+    kinds: dict[str, int] = {}
+    for name in names:
+        parts = name.split("/")
+        if parts[:2] == ["results", "runs"] and len(parts) > 3:
+            kind = f"runs' {parts[-1]}"
+        elif len(parts) > 1:
+            kind = "/".join(parts[:2]) if parts[0] == "results" else parts[0]
+        else:
+            kind = name
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return dict(sorted(kinds.items()))

@@ -80,6 +80,9 @@ class Study:
 # Deeper than any config needs (the deepest key of the study is 5 levels): a deeper document is an
 # error, not a recursion the checks after it would run out of stack on.
 MAX_NESTING = 50
+# Far more values than any config has (the study's is about 300): aliases of aliases ("billion
+# laughs") would otherwise make every check after reading walk billions of them.
+MAX_VALUES = 100_000
 
 
 def read_yaml(path: Path) -> Any:
@@ -107,6 +110,7 @@ def read_yaml(path: Path) -> Any:
 def nesting_problem(document: Any) -> str | None:
     """Why a loaded document cannot be a config: too deep, or an alias that contains itself."""
     stack: list[tuple[Any, int, tuple[int, ...]]] = [(document, 0, ())]
+    walked: set[int] = set()  # a value shared by aliases is walked once ("billion laughs")
     while stack:
         value, depth, inside = stack.pop()
         if not isinstance(value, dict | list):
@@ -115,8 +119,24 @@ def nesting_problem(document: Any) -> str | None:
             return "an alias (*name) that refers to the value it is in"
         if depth >= MAX_NESTING:
             return f"nested deeper than {MAX_NESTING} levels"
+        if id(value) in walked:
+            continue
+        walked.add(id(value))
         children = value.values() if isinstance(value, dict) else value
         stack.extend((child, depth + 1, (*inside, id(value))) for child in children)
+    sizes: dict[int, int] = {}
+
+    def expanded(value: Any) -> int:
+        """Values once every alias is written out, as the checks after this one see them."""
+        if not isinstance(value, dict | list):
+            return 1
+        if id(value) not in sizes:
+            children = value.values() if isinstance(value, dict) else value
+            sizes[id(value)] = 1 + sum(expanded(child) for child in children)
+        return sizes[id(value)]
+
+    if expanded(document) > MAX_VALUES:
+        return f"more than {MAX_VALUES:,} values once its aliases are written out"
     return None
 
 
