@@ -98,6 +98,40 @@ def test_the_crate_describes_the_workflow_run_and_every_verl_run(published, arch
     assert files and files <= set(members)
 
 
+# The validator's identifier of each profile a crate may declare; one not listed here fails the test.
+VALIDATOR_PROFILES = {
+    "https://w3id.org/ro/crate/1.1": "ro-crate-1.1",
+    "https://w3id.org/workflowhub/workflow-ro-crate/1.0": "workflow-ro-crate-1.0",
+    "https://w3id.org/ro/wfrun/workflow/0.5": "workflow-run-crate-0.5",
+    "https://w3id.org/ro/wfrun/process/0.5": "process-run-crate-0.5",
+}
+
+
+def test_the_rocrate_validator_accepts_the_crate_for_every_profile_it_declares(archive, tmp_path, monkeypatch) -> None:
+    """#31: the RO-Crate community's validator, offline on the shipped RO-Crate 1.1 context, at REQUIRED
+    level. Before: every profile failed ("Unable to retrieve the JSON-LD context"); with the context,
+    RO-Crate 1.3's checks wanted a license, versions and urls, and the 1.1-based workflow profiles
+    could not see a ComputationalWorkflow through 1.3's context."""
+    from .crate_validation import validate_offline
+
+    top, members = read_archive(archive)
+    crate = tmp_path / top
+    for name, content in members.items():
+        (crate / name).parent.mkdir(parents=True, exist_ok=True)
+        (crate / name).write_bytes(content)
+    graph = {e["@id"]: e for e in json.loads(members["ro-crate-metadata.json"])["@graph"]}
+
+    def ids(value) -> list[str]:
+        return [v["@id"] for v in (value if isinstance(value, list) else [value])]
+
+    declared = sorted(set(ids(graph["ro-crate-metadata.json"]["conformsTo"]) + ids(graph["./"]["conformsTo"])))
+    assert len(declared) == 4, declared
+    verdicts = validate_offline(crate, [VALIDATOR_PROFILES[p] for p in declared], tmp_path / "cache", monkeypatch)
+    for verdict in verdicts:
+        assert verdict.offline_misses == [], verdict  # nothing it needed was missing, so no check was skipped
+        assert verdict.passed and verdict.issues == [], verdict
+
+
 def test_the_same_inputs_give_a_byte_identical_bundle(published, archive, tmp_path) -> None:
     # A touched file (new time stamp, same content) and another output directory change nothing.
     published.tables.joinpath("weak_scaling.csv").touch()
@@ -381,6 +415,22 @@ TAMPERINGS = {
     "pinned workload": (
         lambda m: _edit_json(m, "study/config.json", lambda c: c["selection"].update(dapo_math=20)),
         "results/index/dapo_math.json: selection.prompts is 10 in the bundle, recomputed 20",
+    ),
+    # What a figure plots is drawn again from the summaries (its PNG and PDF are checked by checksum).
+    "figure point": (
+        lambda m: _edit_json(
+            m,
+            "results/figures/figure_data.json",
+            lambda d: d["figure2_weak_efficiency"][0]["series"][0]["y"].__setitem__(1, 123.0),
+        ),
+        "results/figures/figure_data.json: differs from the figures drawn again from the summaries, "
+        "figure2_weak_efficiency[0].series[0].y[1]: 123.0 in the bundle, recomputed ",
+    ),
+    "figure caption": (
+        lambda m: _edit_json(
+            m, "results/figures/captions.json", lambda c: c.update(figure_sweep=c["figure_sweep"] + " Best ever.")
+        ),
+        "results/figures/captions.json: differs from the figures drawn again from the summaries, figure_sweep:",
     ),
     "missing readme": (_drop("README.md"), "README.md: not in the bundle (every bundle has it)"),
     "missing figure": (_drop("results/figures/figure_sweep.pdf"), "figure_sweep.pdf: captioned but not in the bundle"),

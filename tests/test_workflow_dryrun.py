@@ -128,6 +128,32 @@ def test_snakemake_and_plan_reject_a_bad_config_in_the_same_one_line(workdir: Pa
     assert "Failed validating" not in dry.stderr and len(dry.stderr.splitlines()) < 10, dry.stderr
 
 
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("overrides: {}\nnotes: &x [1, *x]\n", "an alias (*name) that refers to the value it is in"),
+        ("overrides: " + "[" * 60 + "]" * 60 + "\n", "nested deeper than 50 levels"),
+    ],
+    ids=["self-alias", "60-deep"],
+)
+def test_snakemake_names_a_configfile_that_cannot_be_a_config_as_plan_does(
+    workdir: Path, tmp_path: Path, content: str, problem: str
+) -> None:
+    """#31: Snakemake reads --configfile with its own YAML reader, so these reached the study's checks
+    as a recursive or deep document and gave a RecursionError traceback. (Not covered: a file that is
+    not UTF-8, or a mapping that contains itself, fails inside Snakemake's own reading and merging of
+    --configfile, before the workflow runs; `plan --config` names both.)"""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(content)
+    plan = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "plan", "--config", str(bad)], capture_output=True, text=True, cwd=workdir
+    )
+    dry = snakemake(workdir, "-n", "--configfile", str(bad), check=False)
+    assert plan.returncode == 2 and problem in plan.stderr, plan.stderr
+    assert dry.returncode != 0 and "Traceback" not in dry.stderr and "RecursionError" not in dry.stderr
+    assert f"rlvr-scaling: error: The config is not usable: {problem}" in dry.stderr.splitlines(), dry.stderr
+
+
 def test_config_overrides_on_the_command_line_are_typed(workdir: Path) -> None:
     # A grid sweep, so that the dry run lists every point the plan does.
     overrides = 'overrides={"algorithm.steps": 5, "selection_rule.sweep_order": "grid"}'

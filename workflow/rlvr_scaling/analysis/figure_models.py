@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -15,6 +15,9 @@ from rlvr_scaling.analysis.phase_models import PARTS, part_time, series_model
 from rlvr_scaling.analysis.results_io import StudyResults
 
 NAME = "figure6_phase_models"
+
+if TYPE_CHECKING:
+    from rlvr_scaling.analysis.figures import Captions
 
 
 def _panel(ax: Any, runs: list, part: str) -> str | None:
@@ -32,9 +35,7 @@ def _panel(ax: Any, runs: list, part: str) -> str | None:
     return model.form
 
 
-def figure_phase_models(
-    results: StudyResults, output: Path, captions: dict[str, str], save: Callable[..., None]
-) -> None:
+def figure_phase_models(results: StudyResults, output: Path, captions: Captions, save: Callable[..., None]) -> None:
     rows = [(d, s, results.series(d, s)) for d in results.datasets() for s in ("weak", "strong")]
     rows = [(d, s, runs) for d, s, runs in rows if runs]
     fig, axes = plt.subplots(

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rlvr_scaling.analysis import scaling  # noqa: E402
+from rlvr_scaling.analysis.figure_data import DATA_FILE, plotted_data
 from rlvr_scaling.analysis.figure_models import figure_phase_models
 from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults  # noqa: E402
@@ -32,6 +33,19 @@ PHASE_LABELS = {
 }
 
 
+FORMATS = (".png", ".pdf")
+
+
+class Captions(dict[str, str]):
+    """Each figure's caption by name, and (`data`) what it plots (analysis/figure_data.py); `formats`:
+    the files each figure is saved as (none: verify wants only the captions and the data)."""
+
+    def __init__(self, formats: tuple[str, ...] = FORMATS) -> None:
+        super().__init__()
+        self.data: dict[str, list[dict[str, Any]]] = {}
+        self.formats = formats
+
+
 def steps_note(results: StudyResults) -> str:
     """What the error bars are, with the warm-up the runs' summaries say they left out."""
     warmups = sorted({s.measured.warmup_steps for s in results.summaries.values() if s.measured})
@@ -42,12 +56,14 @@ def steps_note(results: StudyResults) -> str:
     return f"Error bars: sample std over the measured steps ({excluded})."
 
 
-def _save(fig: Any, output: Path, name: str, captions: dict[str, str], caption: str) -> None:
-    fig.tight_layout()
+def _save(fig: Any, output: Path, name: str, captions: Captions, caption: str) -> None:
+    captions.data[name] = plotted_data(fig)
+    if captions.formats:
+        fig.tight_layout()
     # No creation date in the PDF: the same runs draw the same bytes, so a bundle made again from
     # them is the same archive.
-    for suffix, metadata in ((".png", {}), (".pdf", {"CreationDate": None})):
-        fig.savefig(output / f"{name}{suffix}", dpi=150, metadata=metadata)
+    for suffix in captions.formats:
+        fig.savefig(output / f"{name}{suffix}", dpi=150, metadata={"CreationDate": None} if suffix == ".pdf" else {})
     plt.close(fig)
     captions[name] = caption
 
@@ -56,7 +72,7 @@ def _runs_note(runs: list[RunSummary]) -> str:
     return "Runs: " + ", ".join(r.run_id for r in runs) + "."
 
 
-def figure_phases(results: StudyResults, output: Path, captions: dict[str, str]) -> None:
+def figure_phases(results: StudyResults, output: Path, captions: Captions) -> None:
     ones = [s for d in results.datasets() for s in results.series(d, "weak") if s.nodes == 1]
     fig, ax = plt.subplots(figsize=(7, 1.8 + 0.8 * max(1, len(ones))))
     for row, s in enumerate(ones):
@@ -123,7 +139,7 @@ def _series_plot(results: StudyResults, series: str, value: Any, ylabel: str, id
     return fig, used
 
 
-def figure_weak_efficiency(results: StudyResults, output: Path, captions: dict[str, str]) -> None:
+def figure_weak_efficiency(results: StudyResults, output: Path, captions: Captions) -> None:
     def value(s: RunSummary, runs: list[RunSummary]) -> tuple[float | None, float]:
         base = next((r for r in runs if r.nodes == 1), None)
         if base is None:
@@ -146,7 +162,7 @@ def figure_weak_efficiency(results: StudyResults, output: Path, captions: dict[s
     )
 
 
-def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: Path, captions: dict[str, str]) -> None:
+def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: Path, captions: Captions) -> None:
     def value(s: RunSummary, runs: list[RunSummary]) -> tuple[float | None, float]:
         ref = next((r for r in runs if r.nodes == reference_nodes), None)
         if ref is None:
@@ -176,7 +192,7 @@ def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: P
 
 
 def figure_phase_times(
-    results: StudyResults, series: str, name: str, title: str, output: Path, captions: dict[str, str]
+    results: StudyResults, series: str, name: str, title: str, output: Path, captions: Captions
 ) -> None:
     datasets = results.datasets()
     fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 4), squeeze=False)
@@ -203,7 +219,7 @@ def figure_phase_times(
     _save(fig, output, name, captions, f"{title} {steps_note(results)} " + _runs_note(used))
 
 
-def figure_sweep(results: StudyResults, output: Path, captions: dict[str, str]) -> None:
+def figure_sweep(results: StudyResults, output: Path, captions: Captions) -> None:
     indexes = [i for i in results.indexes if i.selection and i.selection.get("points")]
     if not indexes:
         return
@@ -250,10 +266,12 @@ def skipped_note(indexes: list[Any]) -> str:
     return (" Points marked x were not run:" + "".join(notes)) if notes else ""
 
 
-def write_figures(results: StudyResults, reference_nodes: int, output: Path) -> list[Path]:
+def write_figures(
+    results: StudyResults, reference_nodes: int, output: Path, formats: tuple[str, ...] = FORMATS
+) -> list[Path]:
     output.mkdir(parents=True, exist_ok=True)
     sns.set_theme(style="whitegrid", palette="Greys")
-    captions: dict[str, str] = {}
+    captions = Captions(formats)
     figure_phases(results, output, captions)
     figure_weak_efficiency(results, output, captions)
     figure_phase_times(
@@ -275,5 +293,6 @@ def write_figures(results: StudyResults, reference_nodes: int, output: Path) -> 
     )
     figure_sweep(results, output, captions)
     figure_phase_models(results, output, captions, _save)
-    (output / "captions.json").write_text(json_text(captions))
+    (output / "captions.json").write_text(json_text(dict(captions)))
+    (output / DATA_FILE).write_text(json_text(captions.data))
     return sorted(output.iterdir())

@@ -109,7 +109,15 @@ def write_bundle(
     members["README.md"] = readme_text(title, name, study.site_name, date, commit, results).encode()
     verl = ", ".join(provenance["runs_measured_with"]["verl"]) or None
     members["CITATION.cff"] = citation_text(study.config, study.site_name, date, name, commit, verl).encode()
-    members["ro-crate-metadata.json"] = crate_metadata(sorted(members), title, date, results, verl)
+    members["ro-crate-metadata.json"] = crate_metadata(
+        sorted(members),
+        title,
+        date,
+        results,
+        verl,
+        study.config.study.license,
+        provenance["bundled_with"].get("snakemake"),
+    )
     members[SUMS] = sha256_sums(members)
     archive = output_dir / f"{name}.tar.gz"
     write_archive(archive, name, members, _epoch(date))

@@ -107,6 +107,7 @@ def citation_text(config: Any, site: str, date: str, name: str, commit: str | No
         "version": name,
         "date-released": date,
         "authors": authors,
+        "license": study.license,
         "keywords": ["reinforcement learning", "RLVR", "GRPO", "scaling", "HPC", "verl"],
         "references": [
             software,

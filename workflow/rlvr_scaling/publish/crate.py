@@ -18,6 +18,7 @@ PROFILES = {
     "https://w3id.org/workflowhub/workflow-ro-crate/1.0": "Workflow RO-Crate",
 }
 VERL = "https://github.com/volcengine/verl"
+RO_CRATE_VERSION = "1.1"
 
 
 def _files(crate: Any, names: list[str], described: dict[str, str]) -> dict[str, Any]:
@@ -39,25 +40,55 @@ def _run_action(crate: Any, verl: Any, files: dict[str, Any], run_id: str, prove
     crate.add_action(verl, identifier=f"#run-{run_id}", object=inputs, result=outputs, properties=properties)
 
 
-def crate_metadata(names: list[str], title: str, date: str, results: StudyResults, verl: str | None) -> bytes:
-    """ro-crate-metadata.json for a bundle holding `names`; the same arguments give the same bytes."""
+def crate_metadata(
+    names: list[str],
+    title: str,
+    date: str,
+    results: StudyResults,
+    verl: str | None,
+    license_id: str,
+    snakemake: str | None,
+) -> bytes:
+    """ro-crate-metadata.json for a bundle holding `names`; the same arguments give the same bytes.
+    `license_id`: SPDX; `snakemake`: the version that made the bundle. Checked in the tests with the
+    RO-Crate community's validator at REQUIRED level for every profile the crate conforms to."""
     from rocrate.model.contextentity import ContextEntity
     from rocrate.model.softwareapplication import SoftwareApplication
     from rocrate.rocrate import ROCrate
 
-    crate = ROCrate()
+    # RO-Crate 1.1: the version Workflow RO-Crate 1.0 and the Workflow Run Crate 0.5 profiles are
+    # defined on (their validator shapes expect 1.1's terms, e.g. bioschemas:ComputationalWorkflow,
+    # which 1.3's context maps elsewhere), and rocrate 0.16's default is 1.3.
+    crate = ROCrate(version=RO_CRATE_VERSION)
     crate.root_dataset["name"] = title
     crate.root_dataset["description"] = "Measurements, analysis and provenance of an RLVR scaling study"
     crate.root_dataset["datePublished"] = date
+    licence = crate.add(
+        ContextEntity(
+            crate, f"https://spdx.org/licenses/{license_id}", properties={"@type": "CreativeWork", "name": license_id}
+        )
+    )
+    crate.root_dataset["license"] = licence
     workflow = crate.add_workflow(
         source=None, dest_path="pipeline/Snakefile", main=True, lang="snakemake", properties={"name": "rlvr-scaling"}
     )
+    # The language entity rocrate adds has a name and url; RO-Crate 1.2+ wants its version too.
+    workflow.lang["version"] = snakemake or "unknown"
     crate.root_dataset["conformsTo"] = [{"@id": profile} for profile in PROFILES]
     for profile, name in PROFILES.items():
         crate.add(ContextEntity(crate, profile, properties={"@type": "CreativeWork", "name": name}))
     files = _files(crate, [n for n in names if n != "pipeline/Snakefile"], {})
     verl = crate.add(
-        SoftwareApplication(crate, VERL, properties={"name": "verl", "softwareVersion": verl or "unknown"})
+        SoftwareApplication(
+            crate,
+            VERL,
+            properties={
+                "name": "verl",
+                "url": VERL,
+                "version": verl or "unknown",
+                "softwareVersion": verl or "unknown",
+            },
+        )
     )
     study_inputs = [files[n] for n in names if n.startswith(("study/", "results/data/", "results/models/"))]
     study_outputs = [

@@ -44,6 +44,7 @@ class Findings:
             "selections": 0,
             "tables": 0,
             "report": 0,
+            "figures": 0,
         }
         # The members compared with a recomputed value; every other one is checked by its checksum only.
         self.recomputed: set[str] = set()
@@ -216,6 +217,30 @@ def recompute_tables_and_report(root: Path, config: StudyConfig, results: StudyR
         findings.recomputed.add("results/report/study.md")
 
 
+def recompute_figures(root: Path, config: StudyConfig, results: StudyResults, findings: Findings) -> None:
+    """The figures drawn again from the summaries: their captions and what they plot (figure_data.json)
+    must be the bundle's. The PNG and PDF bytes are not compared (fonts and matplotlib's build draw
+    them), so they stay evidence checked by checksum."""
+    from rlvr_scaling.analysis.figure_data import DATA_FILE, first_difference
+    from rlvr_scaling.analysis.figures import write_figures
+
+    with tempfile.TemporaryDirectory(prefix="rlvr-verify-") as scratch:
+        drawn = Path(scratch)
+        write_figures(results, config.scaling.strong_reference_nodes, drawn, formats=())
+        for member in ("captions.json", DATA_FILE):
+            name = f"results/figures/{member}"
+            bundled = read_member(root, name, findings)
+            if bundled is None:
+                continue
+            difference = first_difference(bundled, json.loads((drawn / member).read_text()))
+            if difference:
+                findings.problems.append(
+                    f"{name}: differs from the figures drawn again from the summaries, {difference}"
+                )
+            findings.recomputed.add(name)
+        findings.checked["figures"] = len(json.loads((drawn / "captions.json").read_text()))
+
+
 def _first_different_line(bundled: str, recomputed: str) -> str:
     old, new = bundled.splitlines(), recomputed.splitlines()
     for number, (a, b) in enumerate(zip(old, new, strict=False), 1):
@@ -298,3 +323,4 @@ def check_study(root: Path, findings: Findings) -> None:
         for i in indexes
     ]
     recompute_tables_and_report(root, config, StudyResults(kept, summaries), findings)
+    recompute_figures(root, config, StudyResults(kept, summaries), findings)

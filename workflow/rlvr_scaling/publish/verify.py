@@ -23,6 +23,7 @@ REQUIRED = (
     "study/site.json",
     "results/report/study.md",
     "results/figures/captions.json",
+    "results/figures/figure_data.json",
 )
 
 

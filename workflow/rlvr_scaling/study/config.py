@@ -315,6 +315,10 @@ def study_from_dict(
     """
     if not isinstance(raw_config, dict):
         raise ConfigError("(top level)", raw_config, "the config must be a mapping")
+    # Snakemake reads --configfile itself (read_yaml never sees it): the same limits, checked here.
+    problem = nesting_problem(raw_config)
+    if problem:
+        raise StudyError(f"The config is not usable: {problem}")
     # `overrides` (dotted key -> value, e.g. from an extra --configfile) act exactly like --set; so
     # does `--set overrides={...}` (as Snakemake's --config overrides={...}), which is no plain key.
     overrides = raw_config.get("overrides") or {}

@@ -165,6 +165,7 @@ class StudyName(Section):
     title: str = ""  # empty: the bundle calls the study by its name
     authors: list[dict[str, str]] = field(default_factory=list)  # {name, affiliation?, orcid?}
     reference: str | None = None  # config/references/<name>.yaml: the published study it reproduces
+    license: str = "CC-BY-4.0"  # SPDX identifier the bundle is published under (CITATION.cff, RO-Crate)
 
 
 @dataclass(frozen=True)
