@@ -21,7 +21,7 @@ from rlvr_scaling.study.config import load_study
 from .conftest import REPO, SLURM_TEST_ACCOUNT
 from .test_local_study import check_run_directory
 from .test_slurm import jobs_since, our_jobs_gone, slurm_now
-from .workflow_helpers import SNAKEMAKE, assert_no_run_processes, token_processes
+from .workflow_helpers import SLURM_SNAKEMAKE, assert_no_run_processes, token_processes
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm-cluster")]
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile", "--profile", "tests/apptainer/profile")
@@ -68,7 +68,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     time.sleep(1)  # sacct -S has one-second resolution
     start = slurm_now()
     failed = subprocess.run(
-        [SNAKEMAKE, *PROFILES, "--configfile", str(broken)],
+        [*SLURM_SNAKEMAKE, *PROFILES, "--configfile", str(broken)],
         cwd=apptainer_workdir,
         capture_output=True,
         text=True,
@@ -93,7 +93,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     # environment): a library path, as `module load` leaves one, and a variable of nobody's.
     host_only = {"LD_LIBRARY_PATH": str(tmp_path / "host-libs"), "HOST_ONLY_MARKER": tmp_path.name}
     process = subprocess.Popen(
-        [SNAKEMAKE, *PROFILES, "--configfile", str(study)],
+        [*SLURM_SNAKEMAKE, *PROFILES, "--configfile", str(study)],
         cwd=apptainer_workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -213,13 +213,13 @@ def test_verl_added_the_squashfs_way_runs_real_steps_from_the_squashfs(apptainer
     site = "ci-apptainer-squashfs"
     result = subprocess.run(
         [
-            SNAKEMAKE,
+            *SLURM_SNAKEMAKE,
+            f"results/preflight/{site}.json",  # first: --config takes every word after it
             *PROFILES,
             "--configfile",
             str(study),
             "--config",
             f"site={site}",
-            f"results/preflight/{site}.json",
         ],
         cwd=apptainer_workdir,
         capture_output=True,
@@ -247,7 +247,7 @@ def test_verl_added_the_squashfs_way_runs_real_steps_from_the_squashfs(apptainer
     # The engine smoke: two real steps of the study's one-node run, inside the image, from the SquashFS.
     smoke = passed["engine_smoke"]
     assert smoke["status"] == "succeeded" and len(smoke["step_seconds"]) == 2 and smoke["nodes"] == 1
-    folder = Path(smoke["folder"])
+    folder = apptainer_workdir / smoke["folder"]  # relative to the study folder
     records, problems = read_metrics_jsonl(folder / "metrics.jsonl")
     assert not problems and [r["step"] for r in records] == [1, 2]
     command = (folder / "command.sh").read_text()

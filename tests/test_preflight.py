@@ -29,8 +29,8 @@ def _inputs(root: Path, study) -> None:
 
 
 def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Path) -> None:
-    # No engine smoke: the inputs here are empty files (the smoke runs in the shared local study,
-    # tests/test_local_study.py).
+    # No engine smoke: the inputs here are empty files (the smoke with the real trainer runs in the
+    # Apptainer tests, inside the image).
     study = load_study(sets=["preflight.engine_smoke_steps=0"])
     _inputs(tmp_path, study)
     runs, unplannable = runs_to_check(study, tmp_path)
@@ -89,7 +89,7 @@ def test_the_smoke_takes_the_smallest_one_node_run_cut_to_its_steps() -> None:
 
 
 def test_a_changed_study_reruns_the_preflight(workdir: Path) -> None:
-    # Without the engine smoke (a real trainer start): it runs in the shared local study.
+    # Without the engine smoke (a trainer start): tested on its own below and in the Apptainer tests.
     no_smoke = ("--config", 'overrides={"preflight.engine_smoke_steps": 0}')
     snakemake(workdir, "--cores", "2", "results/preflight/local.json", *no_smoke)
     unchanged = snakemake(workdir, "-n", "--cores", "2", "results/preflight/local.json", *no_smoke).stdout
@@ -105,10 +105,10 @@ def test_a_failed_smoke_names_the_engines_and_the_error_and_stops_the_study(
 ) -> None:
     """The stand-in trainer (tests/standin_trainer.py) as the engine: it reads trainer.nnodes as verl
     does, and a run without it makes it fail at once with a KeyError, as a broken engine would. The
-    smoke's success, with the real trainer, is in tests/test_local_study.py."""
+    smoke's success, with the real trainer, is in tests/test_apptainer.py."""
     for key, value in STANDIN.items():
         monkeypatch.setenv(key, value)
-    study = load_study()
+    study = load_study(sets=["preflight.engine_smoke_steps=2"])  # the local site turns it off
     plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=tmp_path) if r.verl_args]
     broken = [
         dataclasses.replace(r, verl_args=[a for a in r.verl_args if not a.startswith("trainer.nnodes=")]) for r in plan
@@ -119,3 +119,28 @@ def test_a_failed_smoke_names_the_engines_and_the_error_and_stops_the_study(
     [problem] = problems
     assert problem.startswith("the engine smoke (the CPU engine (tests.standin_trainer), gsm8k on 1 node(s)) failed")
     assert "0 of 2 steps" in problem and "KeyError" in problem
+
+
+@pytest.mark.standin
+def test_a_passing_smoke_records_its_steps_in_its_own_folder_and_nothing_in_the_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in trainer logs verl's JSONL as verl does: enough to check what the smoke records and
+    where (the real trainer's smoke: tests/test_apptainer.py, both image-build ways)."""
+    for key, value in STANDIN.items():
+        monkeypatch.setenv(key, value)
+    study = load_study(sets=["preflight.engine_smoke_steps=2"])
+    plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=tmp_path) if r.verl_args]
+    record, problems = run_smoke(study, plan, tmp_path, dict(os.environ), timeout_s=120)
+    assert problems == [] and record["ran"] is True and record["status"] == "succeeded"
+    assert (
+        record["steps_asked"] == 2 and len(record["step_seconds"]) == 2 and all(t > 0 for t in record["step_seconds"])
+    )
+    # The smallest one-node run (config/sites/local.yaml): gsm8k's responses (16) are shorter than
+    # dapo_math's (32); its fewest prompts is its first sweep point, 2.
+    smallest = min((r for r in plan if r.nodes == 1), key=lambda r: (r.max_response_length, r.prompts, r.run_id))
+    assert record["of_run"] == smallest.run_id and smallest.dataset == "gsm8k" and record["prompts"] == 2
+    folder = tmp_path / "results" / "preflight" / "local-engine-smoke"
+    assert [json.loads(line)["step"] for line in (folder / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert "trainer.total_training_steps=2" in (folder / "command.sh").read_text()
+    assert not (tmp_path / "results" / "runs").exists() or not any((tmp_path / "results" / "runs").iterdir())

@@ -23,7 +23,7 @@ from rlvr_scaling.execution.ray_cluster import local_node_ip
 from rlvr_scaling.study.config import load_study
 
 from .conftest import SLURM_TEST_ACCOUNT
-from .workflow_helpers import SNAKEMAKE, STANDIN, assert_no_run_processes, snakemake, token_processes
+from .workflow_helpers import SLURM_SNAKEMAKE, STANDIN, assert_no_run_processes, snakemake, token_processes
 
 # One test worker owns the Slurm cluster (the tests count its queue). `verl`: the preflight composes
 # verl's configuration before any run.
@@ -47,6 +47,16 @@ def our_jobs_gone(timeout: float = 120) -> None:
     while (left := squeue("-u", "root").strip()) and time.monotonic() < deadline:
         time.sleep(1)
     assert not left, f"Slurm jobs still queued or running {timeout:.0f} s later:\n{left}"
+
+
+def filed_failures(workdir: Path, timeout: float = 180) -> list[Path]:
+    """The failed runs' folders, once one has its FAILED.txt. Slurm reports a job cancelled or over
+    its limit as it signals it, and Snakemake stops then; the run's launcher files the evidence after
+    (within Slurm's KillWait), so a test waits for the note the filing writes last."""
+    deadline = time.monotonic() + timeout
+    while not list((workdir / "results" / "failed").glob("*/*/FAILED.txt")) and time.monotonic() < deadline:
+        time.sleep(1)
+    return list((workdir / "results" / "failed").glob("*/*"))
 
 
 def slurm_now() -> str:
@@ -146,7 +156,7 @@ def test_a_study_over_its_budget_submits_nothing_and_says_why(slurm_workdir: Pat
 
 def _start(slurm_workdir: Path, config: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [SNAKEMAKE, *PROFILES, "--configfile", config, *extra],
+        [*SLURM_SNAKEMAKE, *PROFILES, "--configfile", config, *extra],
         cwd=slurm_workdir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -195,7 +205,7 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     subprocess.run(["scancel", job_ids[0]], check=True)
     output, _ = process.communicate(timeout=600)
     assert process.returncode != 0 and "Error in rule run" in output
-    failed = list((slurm_workdir / "results" / "failed").glob("*/*"))
+    failed = filed_failures(slurm_workdir)
     assert len(failed) == 1
     job = json.loads((failed[0] / "job.json").read_text())
     assert job["status"] in ("terminated", "failed") and job["slurm_job_id"] == job_ids[0]
@@ -218,7 +228,7 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
     process = _start(slurm_workdir, config, "--set-resources", "run:runtime=1")
     output, _ = process.communicate(timeout=900)
     assert process.returncode != 0 and "Error in rule run" in output
-    failed = list((slurm_workdir / "results" / "failed").glob("*/*"))
+    failed = filed_failures(slurm_workdir)
     assert len(failed) == 1
     job = json.loads((failed[0] / "job.json").read_text())
     assert job["status"] == "terminated"

@@ -12,6 +12,9 @@ from rlvr_scaling.execution.process_cleanup import TOKEN_TAG_VAR, TOKEN_VAR
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 REPO = Path(__file__).resolve().parents[1]
+# Snakemake for the Slurm tests: the same, polling job states at the profile's pace (the script says
+# why and what production does differently).
+SLURM_SNAKEMAKE = [sys.executable, str(REPO / "tests" / "slurm" / "snakemake_steady_polling.py")]
 
 # The stand-in trainer (tests/standin_trainer.py) in place of verl, for tests of the workflow's
 # plumbing; production runs verl's main_ppo (execution/run_records.trainer_module). PYTHONPATH lets
@@ -22,8 +25,9 @@ STANDIN = {"RLVR_STANDIN_TRAINER": "tests.standin_trainer", "PYTHONPATH": str(RE
 def snakemake(
     workdir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 1800, check: bool = True
 ) -> subprocess.CompletedProcess:
+    through_slurm = "tests/slurm/profile" in args
     result = subprocess.run(
-        [SNAKEMAKE, *args],
+        [*SLURM_SNAKEMAKE, *args] if through_slurm else [SNAKEMAKE, *args],
         cwd=workdir,
         capture_output=True,
         text=True,
