@@ -282,14 +282,24 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     assert "rule selection" not in plan
 
 
-def test_the_local_site_takes_no_engine_smoke_and_its_preflight_says_so(local_study: Path) -> None:
-    """config/sites/local.yaml turns the engine smoke off (it would be one more verl start proving what
-    the first sweep run proves). The smoke with the real trainer runs in the Apptainer tests, inside
-    the image; its choice, record and folder in tests/test_preflight.py."""
+def test_the_preflight_took_real_steps_of_the_smallest_one_node_run_before_any_run(local_study: Path) -> None:
+    """The engine smoke (execution/engine_smoke): the real trainer, 2 steps, recorded in the preflight."""
     record = json.loads((local_study / "results" / "preflight" / "local.json").read_text())
-    assert record["problems"] == []
-    assert record["engine_smoke"] == {"ran": False, "reason": "preflight.engine_smoke_steps is 0"}
-    assert not (local_study / "results" / "preflight" / "local-engine-smoke").exists()
+    smoke = record["engine_smoke"]
+    assert smoke["ran"] is True and smoke["status"] == "succeeded" and smoke["exit_status"] == 0
+    assert smoke["steps_asked"] == 2 and len(smoke["step_seconds"]) == 2 and all(t > 0 for t in smoke["step_seconds"])
+    assert smoke["engines"] == "the CPU engine (verl.trainer.main_ppo)" and smoke["nodes"] == 1
+    assert all(phases.get("gen", 0) > 0 and phases.get("update_actor", 0) > 0 for phases in smoke["phase_seconds"])
+    # The smallest one-node run: the shortest responses, then the fewest prompts (config/sites/local.yaml):
+    # the first sweep point of the dataset with the shortest responses, which every sweep runs.
+    sweep = [json.loads((d / "spec.json").read_text())["run"] for d in (local_study / "results" / "runs").iterdir()]
+    one_node = [r for r in sweep if r["nodes"] == 1]
+    smallest = min(one_node, key=lambda r: (r["max_response_length"], r["prompts"], r["run_id"]))
+    assert smoke["of_run"] == smallest["run_id"] and smoke["prompts"] == smallest["prompts"]
+    metrics = local_study / "results" / "preflight" / "local-engine-smoke" / "metrics.jsonl"
+    assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [1, 2]
+    # Its folder is not a run: nothing of it in the runs, the summaries or the bundle.
+    assert not any("engine-smoke" in d.name for d in (local_study / "results" / "runs").iterdir())
 
 
 def test_an_imported_log_of_a_real_run_gives_the_runs_own_summary(local_study: Path, tmp_path: Path) -> None:

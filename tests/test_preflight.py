@@ -30,7 +30,7 @@ def _inputs(root: Path, study) -> None:
 
 def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Path) -> None:
     # No engine smoke: the inputs here are empty files (the smoke with the real trainer runs in the
-    # Apptainer tests, inside the image).
+    # shared local study, tests/test_local_study.py, and inside the image in tests/test_apptainer.py).
     study = load_study(sets=["preflight.engine_smoke_steps=0"])
     _inputs(tmp_path, study)
     runs, unplannable = runs_to_check(study, tmp_path)
@@ -105,10 +105,10 @@ def test_a_failed_smoke_names_the_engines_and_the_error_and_stops_the_study(
 ) -> None:
     """The stand-in trainer (tests/standin_trainer.py) as the engine: it reads trainer.nnodes as verl
     does, and a run without it makes it fail at once with a KeyError, as a broken engine would. The
-    smoke's success, with the real trainer, is in tests/test_apptainer.py."""
+    smoke's success, with the real trainer, is in tests/test_local_study.py and tests/test_apptainer.py."""
     for key, value in STANDIN.items():
         monkeypatch.setenv(key, value)
-    study = load_study(sets=["preflight.engine_smoke_steps=2"])  # the local site turns it off
+    study = load_study(sets=["preflight.engine_smoke_steps=2"])
     plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=tmp_path) if r.verl_args]
     broken = [
         dataclasses.replace(r, verl_args=[a for a in r.verl_args if not a.startswith("trainer.nnodes=")]) for r in plan
@@ -126,7 +126,8 @@ def test_a_passing_smoke_records_its_steps_in_its_own_folder_and_nothing_in_the_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The stand-in trainer logs verl's JSONL as verl does: enough to check what the smoke records and
-    where (the real trainer's smoke: tests/test_apptainer.py, both image-build ways)."""
+    where, in a folder of its own (the real trainer's smoke: tests/test_local_study.py, and
+    tests/test_apptainer.py inside the image, both build ways)."""
     for key, value in STANDIN.items():
         monkeypatch.setenv(key, value)
     study = load_study(sets=["preflight.engine_smoke_steps=2"])
