@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -47,6 +48,7 @@ def block_count(n: int) -> int:
     return -(-n // block_length(n))
 
 
+@cache  # a few (p, df) pairs asked for thousands of times (every model's prediction band, point by point)
 def t_quantile(p: float, df: int) -> float:
     """Student t quantile for 0.5 < p < 1: bisection on the CDF, the density integrated by Simpson's rule
     (no scipy in the workflow environment; exact to ~1e-9, checked against tabulated values in the tests)."""
