@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import pwd
 import shutil
 import signal
 import subprocess
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling.paths import link_workflow
+
+from .workflow_helpers import slurm_jobs_from
 
 # Every run token of this test process carries a tag of its own (the launcher reads
 # RLVR_RUN_TOKEN_TAG): its pytest-xdist worker's name and this test session's id, so each worker's
@@ -174,14 +175,18 @@ def _leave_the_cluster_empty(workdir: Path, timeout: float = 120) -> None:
             time.sleep(0.5)
     if shutil.which("scancel") is None:
         return
-    # Only the test account's jobs: a developer's other jobs on a real cluster are not this test's.
-    mine = ["-u", pwd.getpwuid(os.getuid()).pw_name, "-A", SLURM_TEST_ACCOUNT]
-    subprocess.run(["scancel", *mine], check=False)
+    # Only the jobs submitted from this test's workdir: another test's or clone's jobs on the same
+    # cluster, or a developer's own on a real one, are not this test's.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        queue = subprocess.run(["squeue", "-h", *mine], capture_output=True, text=True, check=False)
-        if queue.returncode == 0 and not queue.stdout.strip():
+        try:
+            jobs = [job["id"] for job in slurm_jobs_from(workdir)]
+        except subprocess.CalledProcessError:
+            time.sleep(1)
+            continue
+        if not jobs:
             return
+        subprocess.run(["scancel", *jobs], check=False)
         time.sleep(1)
 
 

@@ -445,11 +445,14 @@ def test_the_real_trainer_stops_early_and_the_study_reports_what_it_saved(workdi
     # One run of up to 40 steps (the pinned workload's 1-node weak and strong run), with a rule loose
     # enough for CPU step times to meet it early. The production path on real step times: launch
     # through Snakemake, verl's processes ended by the launcher, the steps kept up to the stop, the
-    # summary and the bundle's verification checking the stop again.
+    # summary and the bundle's verification checking the stop again. Without the preflight's engine
+    # smoke, a second start of the same trainer: the shared local study's preflight takes it
+    # (tests/test_local_study.py), so this test starts verl once.
     study = tmp_path / "adaptive.yaml"
     study.write_text(
         "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n  algorithm.steps: 40\n"
-        "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n" + ADAPTIVE
+        "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
+        "  preflight.engine_smoke_steps: 0\n" + ADAPTIVE
     )
     snakemake(workdir, "--cores", "2", "--configfile", str(study))
     results = workdir / "results"

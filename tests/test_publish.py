@@ -44,6 +44,14 @@ def test_every_figure_is_drawn_in_both_formats_with_a_caption_naming_its_runs(pu
             assert named, name
 
 
+def test_the_models_figure_names_its_runs(published) -> None:
+    study, _tables, figures, _report = published
+    captions = json.loads((figures / "captions.json").read_text())
+    assert "leave-one-out cross-validation" in captions["figure6_phase_models"]
+    assert (figures / "figure6_phase_models.png").stat().st_size > 10_000
+    assert all(r.run_id in captions["figure6_phase_models"] for r in study.results.series("gsm8k", "weak"))
+
+
 def test_captions_say_the_warm_up_and_reference_the_config_holds(published) -> None:
     study, _tables, figures, _report = published
     captions = json.loads((figures / "captions.json").read_text())

@@ -23,7 +23,14 @@ from rlvr_scaling.execution.ray_cluster import local_node_ip
 from rlvr_scaling.study.config import load_study
 
 from .conftest import SLURM_TEST_ACCOUNT
-from .workflow_helpers import SLURM_SNAKEMAKE, STANDIN, assert_no_run_processes, snakemake, token_processes
+from .workflow_helpers import (
+    SLURM_SNAKEMAKE,
+    STANDIN,
+    assert_no_run_processes,
+    slurm_jobs_from,
+    snakemake,
+    token_processes,
+)
 
 # One test worker owns the Slurm cluster (the tests count its queue). `verl`: the preflight composes
 # verl's configuration before any run.
@@ -38,15 +45,11 @@ def study_file(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def squeue(*args: str) -> str:
-    return subprocess.run(["squeue", "-h", *args], capture_output=True, text=True, check=True).stdout
-
-
-def our_jobs_gone(timeout: float = 120) -> None:
+def our_jobs_gone(workdir: Path, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while (left := squeue("-u", "root").strip()) and time.monotonic() < deadline:
+    while (left := slurm_jobs_from(workdir)) and time.monotonic() < deadline:
         time.sleep(1)
-    assert not left, f"Slurm jobs still queued or running {timeout:.0f} s later:\n{left}"
+    assert not left, f"Slurm jobs of this test still queued or running {timeout:.0f} s later: {left}"
 
 
 def filed_failures(workdir: Path, timeout: float = 180) -> list[Path]:
@@ -64,14 +67,17 @@ def slurm_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def jobs_since(start: str) -> list[str]:
-    """Every job any user submitted since start, as accounting (slurmdbd) recorded it."""
-    return subprocess.run(
-        ["sacct", "-a", "-n", "-X", "-P", "-S", start, "-o", "JobID,JobName,Account,State"],
+def jobs_since(start: str, workdir: Path) -> list[str]:
+    """Every job submitted from workdir since start, as accounting (slurmdbd) recorded it, whatever
+    its user or account (a bad account must reach no job at all): "JobID|JobName|Account|State"."""
+    records = subprocess.run(
+        ["sacct", "-a", "-n", "-X", "-P", "-S", start, "-o", "JobID,JobName,Account,State,WorkDir"],
         capture_output=True,
         text=True,
         check=True,
-    ).stdout.split()
+    ).stdout.splitlines()
+    own = os.path.realpath(workdir)
+    return [r.rsplit("|", 1)[0] for r in records if Path(os.path.realpath(r.rsplit("|", 1)[1])).is_relative_to(own)]
 
 
 def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Path, tmp_path: Path) -> None:
@@ -124,7 +130,6 @@ def test_a_bad_account_is_a_clear_error_and_nothing_is_submitted(
     slurm_workdir: Path, tmp_path: Path, account: str, message: str
 ) -> None:
     config = study_file(tmp_path, "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n")
-    time.sleep(1)  # sacct -S has one-second resolution: no job of an earlier test may fall inside
     start = slurm_now()
     env = {"RLVR_SLURM_ACCOUNT": account, "SLURM_ACCOUNT": "", "SBATCH_ACCOUNT": ""}
     # A real invocation, not a dry run: only the cluster itself can say that nothing was submitted.
@@ -132,15 +137,14 @@ def test_a_bad_account_is_a_clear_error_and_nothing_is_submitted(
     assert result.returncode != 0
     assert message in result.stdout + result.stderr
     assert not (slurm_workdir / "results" / "runs").exists()
-    assert squeue("-u", "root").strip() == ""
-    assert jobs_since(start) == []
+    assert slurm_jobs_from(slurm_workdir) == []
+    assert jobs_since(start, slurm_workdir) == []
 
 
 def test_a_study_over_its_budget_submits_nothing_and_says_why(slurm_workdir: Path, tmp_path: Path) -> None:
     config = study_file(
         tmp_path, "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\nbudget:\n  node_hours: 0.001\n"
     )
-    time.sleep(1)  # sacct -S has one-second resolution: no job of an earlier test may fall inside
     start = slurm_now()
     # A real invocation, not a dry run: only the cluster itself can say that nothing was submitted.
     env = {"RLVR_SLURM_ACCOUNT": ACCOUNT}
@@ -150,8 +154,8 @@ def test_a_study_over_its_budget_submits_nothing_and_says_why(slurm_workdir: Pat
     assert re.search(r"budget\.node_hours is 0\.001, but the study needs [0-9.]+ node-hours", message), message
     assert re.search(r"gsm8k-n2-p4-[0-9a-f]{10} \(2 nodes\) [0-9.]+", message), message
     assert not (slurm_workdir / "results" / "runs").exists()
-    assert squeue("-u", "root").strip() == ""
-    assert jobs_since(start) == []
+    assert slurm_jobs_from(slurm_workdir) == []
+    assert jobs_since(start, slurm_workdir) == []
 
 
 def _start(slurm_workdir: Path, config: str, *extra: str) -> subprocess.Popen:
@@ -191,7 +195,7 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     config = study_file(tmp_path, LONG_RUN)
     process = _start(slurm_workdir, config)
     _wait_for_step(slurm_workdir, process, 2)
-    job_ids = squeue("-u", "root", "-o", "%i").split()
+    job_ids = [job["id"] for job in slurm_jobs_from(slurm_workdir)]
     assert len(job_ids) == 1
     # The site's RLVR_SLURM_JOB: ${SLURM_JOB_ID} reached the run's raylets expanded (through `ray
     # start`'s environment, not command.sh's shell). That verl's Ray workers inherit it from them is
@@ -210,7 +214,7 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     job = json.loads((failed[0] / "job.json").read_text())
     assert job["status"] in ("terminated", "failed") and job["slurm_job_id"] == job_ids[0]
     assert (failed[0] / "console.log").stat().st_size > 0
-    our_jobs_gone()
+    our_jobs_gone(slurm_workdir)
     assert_no_run_processes()
     plan = snakemake(slurm_workdir, *PROFILES, "--configfile", config, "-n", env={"RLVR_SLURM_ACCOUNT": ACCOUNT})
     assert plan.stdout.count("rule run:") == 1
@@ -250,7 +254,7 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
     assert "ready to fit" in console, console[-2000:]
     reached = [int(m) for m in re.findall(r"step:(\d+) ", console)]
     assert not reached or max(reached) < steps, reached[-3:]
-    our_jobs_gone()
+    our_jobs_gone(slurm_workdir)
     assert_no_run_processes()
 
 
@@ -266,7 +270,7 @@ def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
         deadline = time.monotonic() + 600
         reason = ""
         while time.monotonic() < deadline and process.poll() is None:
-            reason = squeue("-u", "root", "-t", "PD", "-o", "%r").strip()
+            reason = " ".join(job["reason"] for job in slurm_jobs_from(slurm_workdir, "-t", "PD"))
             if reason and reason != "None":
                 break
             time.sleep(2)
@@ -274,12 +278,12 @@ def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
         assert "DOWN" in reason or "ReqNodeNotAvail" in reason, f"pending reason: {reason!r}"
         time.sleep(10)
         assert process.poll() is None  # waiting, while Slurm says why
-        subprocess.run(["scancel", "-u", "root"], check=True)
+        subprocess.run(["scancel", *[job["id"] for job in slurm_jobs_from(slurm_workdir)]], check=True)
         output, _ = process.communicate(timeout=300)
         assert process.returncode != 0, output[-3000:]  # cancelled while pending: reported, not hung
         # The first job to wait is the preflight, ahead of every run.
         assert "Error in rule preflight" in output, output[-3000:]
     finally:
         subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=resume"], check=False)
-        our_jobs_gone()
+        our_jobs_gone(slurm_workdir)
     assert not (slurm_workdir / "results" / "runs").exists() or not any((slurm_workdir / "results" / "runs").iterdir())

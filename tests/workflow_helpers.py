@@ -52,12 +52,15 @@ def _environ(pid: str) -> list[bytes]:
 # processes (ray::DashboardAgent), which can overwrite the start of /proc/<pid>/environ; the token,
 # which the launcher sets last, stays readable.
 _TOKEN_PREFIX = f"{TOKEN_VAR}=".encode()
-_OWN_TAG = os.environ.get(TOKEN_TAG_VAR, "").encode()
 
 
 def _own_token(environ: list[bytes]) -> bool:
+    # The tag is read here, not at import: conftest sets it after importing this module.
+    own_tag = os.environ.get(TOKEN_TAG_VAR, "").encode()
+    if not own_tag:
+        raise AssertionError(f"{TOKEN_TAG_VAR} is not set: no process could be told to be this test's")
     tokens = [item[len(_TOKEN_PREFIX) :] for item in environ if item.startswith(_TOKEN_PREFIX)]
-    return bool(_OWN_TAG) and any(token.split(b"-", 1)[0] == _OWN_TAG for token in tokens)
+    return any(token.split(b"-", 1)[0] == own_tag for token in tokens)
 
 
 def token_processes() -> list[tuple[int, str]]:
@@ -88,3 +91,18 @@ def assert_no_run_processes(grace_s: float = 15.0) -> None:
     while (left := run_processes()) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert left == [], f"{len(left)} process(es) of finished runs still alive after {grace_s:.0f} s: {left}"
+
+
+def slurm_jobs_from(workdir: Path, *squeue_args: str) -> list[dict[str, str]]:
+    """The queued or running Slurm jobs submitted from workdir (squeue's %Z, the job's working
+    directory): a test's own jobs. Another test's or another clone's jobs on the same cluster, even
+    under the same user and account, are neither counted nor cancelled."""
+    listing = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%T|%r|%Z", *squeue_args], capture_output=True, text=True, check=True
+    ).stdout
+    jobs = []
+    for line in listing.splitlines():
+        job_id, state, reason, job_dir = line.split("|", 3)
+        if Path(os.path.realpath(job_dir)).is_relative_to(os.path.realpath(workdir)):
+            jobs.append({"id": job_id, "state": state, "reason": reason})
+    return jobs
