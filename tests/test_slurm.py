@@ -32,8 +32,9 @@ from .workflow_helpers import (
     token_processes,
 )
 
-# One test worker owns the Slurm cluster (the tests count its queue). `verl`: the preflight composes
-# verl's configuration before any run.
+# One test worker runs the Slurm cluster's tests, one after another: the nodes-down test sets every
+# node down, and the cluster's four nodes are this machine's two cores. Each test counts only its own
+# jobs (slurm_jobs_from). `verl`: the preflight composes verl's configuration before any run.
 pytestmark = [pytest.mark.slurm, pytest.mark.verl, pytest.mark.xdist_group("slurm-cluster")]
 ACCOUNT = SLURM_TEST_ACCOUNT
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile")
