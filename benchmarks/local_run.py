@@ -28,12 +28,14 @@ from rlvr_scaling.study.plan import build_plan, known_runs
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_memory() -> tuple[int, int, list[tuple[int, str]]]:
+def run_memory(started: dict[int, tuple[float, str]]) -> tuple[int, int, list[tuple[int, str]]]:
     """(PSS, RSS, [(PSS, name)]) over the run's processes. RSS counts the libraries that ~10 Python
-    processes share once per process; PSS splits shared pages between them: the machine's real footprint."""
+    processes share once per process; PSS splits shared pages between them: the machine's real footprint.
+    Also notes in `started` each process's start time and latest name (a Ray worker takes its actor's
+    name once it hosts one)."""
     pss = rss = 0
     processes = []
-    for process in psutil.process_iter(["environ", "cmdline"]):
+    for process in psutil.process_iter(["environ", "cmdline", "create_time"]):
         try:
             if TOKEN_VAR not in (process.info["environ"] or {}):
                 continue
@@ -41,7 +43,9 @@ def run_memory() -> tuple[int, int, list[tuple[int, str]]]:
         except (psutil.Error, TypeError):
             continue
         pss, rss = pss + full.pss, rss + full.rss
-        processes.append((full.pss, process_name(process.info["cmdline"] or ["?"])))
+        name = process_name(process.info["cmdline"] or ["?"])
+        processes.append((full.pss, name))
+        started[process.pid] = (process.info["create_time"], name)
     return pss, rss, processes
 
 
@@ -77,11 +81,12 @@ def main() -> None:
                 f"--nodes {args.nodes}: the local plan has {args.dataset} runs on {[r.nodes for r in runs]}"
             )
         peak: list = [0, 0, []]
+        started: dict[int, tuple[float, str]] = {}
         done = threading.Event()
 
         def sample() -> None:
             while not done.is_set():
-                pss, rss, processes = run_memory()
+                pss, rss, processes = run_memory(started)
                 if pss > peak[0]:
                     peak[0], peak[2] = pss, processes
                 peak[1] = max(peak[1], rss)
@@ -89,7 +94,7 @@ def main() -> None:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        start = time.monotonic()
+        start, launched = time.monotonic(), time.time()
         first_step = None
         command = [
             sys.executable,
@@ -119,11 +124,22 @@ def main() -> None:
         print(f"  start-up (launch to step 1 logged, includes step 1): {first_step:.1f} s")
         print(f"  step 1 (warm-up): {records[0]['data']['timing_s/step']:.2f} s")
         print(f"  later steps: mean {sum(later) / len(later):.2f} s over {len(later)} steps")
+        # Where the warm-up step's extra time goes: its timers against the later steps' means.
+        for key in sorted(k for k in records[0]["data"] if k.startswith("timing_s/") and k != "timing_s/step"):
+            first = records[0]["data"][key]
+            rest = [r["data"].get(key, 0.0) for r in records[1:]]
+            if first >= 0.05:
+                print(f"    {key}: step 1 {first:.2f} s, later {sum(rest) / len(rest):.2f} s")
         print(f"  whole run including shutdown: {total:.1f} s")
         print(
             f"  peak memory of all the run's processes: {peak[0] / 2**30:.2f} GiB PSS "
             f"({peak[1] / 2**30:.2f} GiB summed RSS, shared libraries counted once per process)"
         )
+        # verl builds its actors one after another, each a new process importing torch and verl: when
+        # each appeared shows where the start-up goes (seconds after launch, by start time).
+        print("  when each process of the run started (s after launch):")
+        for created, name in sorted(started.values()):
+            print(f"    {created - launched:6.1f}  {name}")
         print(f"  at the peak, {len(peak[2])} processes (PSS MiB):")
         for size, name in sorted(peak[2], reverse=True):
             print(f"    {size / 2**20:7.0f}  {name}")
