@@ -1,5 +1,6 @@
-"""Prints one local run's start-up time (launch to step 1 logged), its per-step time and its peak
-memory (all processes of the run together, PSS sampled every 0.5 s; target under 4 GiB).
+"""Prints one local run's start-up time (launch to step 1 logged), its per-step time, step 1's timers
+against the later steps', its peak memory (all processes of the run together, PSS sampled every 0.5 s;
+target under 4 GiB) and when each of its processes started (where the start-up goes).
 
     .venv/bin/python benchmarks/local_run.py [--dataset gsm8k] [--steps 4] [--nodes 1]
 
