@@ -24,7 +24,8 @@ include: "rules/bundle.smk"
 # The config the CLI steps read (rules/common.smk): written as the jobs start, not while the rules
 # are read, so that a dry run writes nothing.
 onstart:
-    # Nothing is submitted when the study would go over budget.node_hours.
+    # Nothing is submitted to a cluster for a site that runs here, nor over budget.node_hours.
+    executor_fits_site_or_exit(STUDY, getattr(workflow.executor_plugin, "name", None))
     budget_or_exit(PLAN)
     write_effective_config(STUDY_CONFIG)
 

@@ -11,6 +11,7 @@ from rlvr_scaling.snakemake_api import (
     Lookup,
     budget_or_exit,
     budget_warning,
+    executor_fits_site_or_exit,
     load_or_exit,
     results_root_or_exit,
     container_files,

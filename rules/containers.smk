@@ -24,6 +24,9 @@ rule container_image:
         record=CONTAINER.get("record", "results/containers/none/verl.json"),
     log:
         f"results/logs/containers/{SITE}-build.log",
+    # A Slurm job: the site's build partition, time, CPUs and memory, and the study's account.
+    resources:
+        **PLAN.build_resources(),
     params:
         cli=CLI,
         study=STUDY_ARGS,

@@ -45,6 +45,49 @@ def test_local_dry_run_lists_sweep_selection_and_analysis(workdir: Path) -> None
     assert not results.exists() or not any(results.iterdir()), sorted(results.rglob("*"))
 
 
+def local_rules() -> set[str]:
+    """The Snakefile's `localrules:` (a dry run prints local and Slurm jobs alike)."""
+    text = (REPO / "Snakefile").read_text()
+    block = re.search(r"^localrules:\n((?:[ \t]+\w+,?\n)+)", text, re.M).group(1)
+    return set(re.findall(r"\w+", block))
+
+
+def slurm_job_resources(output: str) -> dict[str, list[str]]:
+    """Each job of a dry run that is not a local rule (a Slurm job): its resources."""
+    local = local_rules()
+    jobs: dict[str, list[str]] = {}
+    for block in output.split("\n\n"):
+        match = re.search(r"^rule (\w+):", block, re.M)
+        if match and match.group(1) not in local:
+            jobs.setdefault(match.group(1), []).append(re.search(r"resources: (.*)", block).group(1))
+    return jobs
+
+
+# The three documented ways to give the account; each must reach every Slurm job, the build's too.
+ACCOUNT_WAYS = {
+    "RLVR_SLURM_ACCOUNT": ((), {"RLVR_SLURM_ACCOUNT": "project_465000001"}),
+    "SLURM_ACCOUNT": ((), {"SLURM_ACCOUNT": "project_465000001"}),
+    # A --config on the command line replaces the profile's whole: site=lumi is given again.
+    "--config": (("--config", "site=lumi", "slurm_account=project_465000001"), {}),
+}
+
+
+@pytest.mark.parametrize("way", sorted(ACCOUNT_WAYS))
+def test_every_slurm_job_carries_the_account(lumi_workdir: Path, way: str) -> None:
+    args, env = ACCOUNT_WAYS[way]
+    unset = {"RLVR_SLURM_ACCOUNT": "", "SLURM_ACCOUNT": "", "SBATCH_ACCOUNT": ""}
+    output = snakemake(lumi_workdir, "--profile", "lumi", "-n", *args, env={**unset, **env}).stdout
+    jobs = slurm_job_resources(output)
+    # Before the sweep: the image build, the preflight and the sweep's first runs are Slurm jobs.
+    assert set(jobs) == {"container_image", "preflight", "run"}, sorted(jobs)
+    for rule, lines in jobs.items():
+        for line in lines:
+            assert "slurm_account=project_465000001" in line, (rule, line)
+    # The build needs no GPU: LUMI's CPU partition, no GPUs asked for.
+    (build,) = jobs["container_image"]
+    assert "slurm_partition=small," in build + "," and "gpus" not in build, build
+
+
 def test_lumi_profile_dry_run_before_the_sweep(lumi_workdir: Path) -> None:
     output = snakemake(lumi_workdir, "--profile", "lumi", "-n", env=ACCOUNT).stdout
     counts = job_counts(output)
@@ -70,8 +113,10 @@ def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None
     # ...after the image's build, a job of its own.
     assert output.index("rule container_image:") < output.index("rule preflight:")
     assert output.index("rule preflight:") < output.index("rule run:")
-    blocks = [b for b in output.split("\n\n") if "rule run:" in b]
-    resources = [re.search(r"resources: (.*)", b).group(1) for b in blocks]
+    jobs = slurm_job_resources(output)
+    assert set(jobs) == {"container_image", "preflight", "run"}, sorted(jobs)
+    assert all("slurm_account=project_465000000" in line for lines in jobs.values() for line in lines)
+    resources = jobs["run"]
     assert len(resources) == 18
     for line in resources:
         assert "slurm_partition=standard-g" in line and "slurm_extra=--gpus-per-node=8" in line

@@ -33,6 +33,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
     from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
     from rlvr_scaling.study.plan_view import (
+        build_line,
         lock_line,
         plan_table,
         preflight_line,
@@ -55,6 +56,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
             print(line)
         print(budget_line(study_cost(study, plan, root)))
+        if line := build_line(study):
+            print(line)
         print(preflight_line(study, plan))
         print(results_line(study, Path(args.root)))
         if line := lock_line(study):

@@ -29,6 +29,7 @@ from rlvr_scaling.study.plan import (
     Run,
     dataset_runs,
     find_run,
+    build_resources,
     known_runs,
     sbatch_resources,
 )
@@ -47,6 +48,21 @@ def load_or_exit(config: dict[str, Any]) -> Study:
     if note:
         print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     return study
+
+
+def executor_fits_site_or_exit(study: Study, executor: str | None) -> None:
+    """Before any job starts: a site that runs on this machine never goes through a cluster's
+    executor. `snakemake --profile lumi --config slurm_account=X` is how one gets there: the
+    command line's --config replaces the profile's (site=lumi) whole, and the default site is local."""
+    if executor in (None, "local", "dryrun", "touch") or study.site.scheduler == "slurm":
+        return
+    print(
+        f"rlvr-scaling: error: site '{study.site_name}' runs on this machine, not through the '{executor}' "
+        "executor: a --config on the command line replaces the whole of the profile's, its site= too; "
+        "add site=<the profile's site> to it (e.g. --config site=lumi slurm_account=project_XXXXXXXXX)",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
 
 
 def budget_or_exit(lookup: Lookup) -> None:
@@ -154,6 +170,11 @@ class Lookup:
             return lambda wildcards, attempt=1: self.run(wildcards.run_id).resources[name]
 
         return {name: of(name) for name in RESOURCE_NAMES}
+
+    def build_resources(self) -> dict[str, Any]:
+        """The image build job's resources (study.plan.build_resources): set here, not by a profile,
+        so that the account reaches this job as it reaches every other."""
+        return build_resources(self.study)
 
     def preflight_resources(self) -> dict[str, Callable[[Any], Any]]:
         """The preflight job's resources: one node (two where the study has multi-node runs) of the

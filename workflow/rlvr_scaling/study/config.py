@@ -71,8 +71,9 @@ class Study:
             raise ConfigError(
                 "slurm_account",
                 None,
-                f"site '{self.site_name}' needs a Slurm project account: set slurm_account "
-                f"(--config slurm_account=project_XXXXXXXXX) or one of {names}",
+                f"site '{self.site_name}' needs a Slurm project account: set one of {names}, or "
+                f"--config site={self.site_name} slurm_account=project_XXXXXXXXX (a --config on the command "
+                "line replaces the whole of the profile's, site included)",
             )
         return account
 

@@ -188,6 +188,23 @@ def sbatch_resources(study: Study, nodes: int, minutes: int, partition: str | No
     }
 
 
+def build_resources(study: Study) -> dict[str, Any]:
+    """The image build job's sbatch resources: one task on the site's build partition (a CPU one
+    where the site has it), with the account every job of the study carries."""
+    slurm = study.site.slurm
+    return {
+        "nodes": 1,
+        "tasks_per_node": 1,
+        "cpus_per_task": slurm.build_cpus,
+        "mem_mb": slurm.build_mem_mb,
+        "runtime": slurm.build_minutes,
+        "slurm_partition": slurm.build_partition or slurm.partition,
+        "slurm_account": study.slurm_account() or "",
+        # No GPU: the build only unpacks the base, installs with pip and packs the image.
+        "slurm_extra": "",
+    }
+
+
 def make_run(
     study: Study, dataset: str, nodes: int, prompts: int, one_node_prompts: int, series: str, root: Path
 ) -> Run:

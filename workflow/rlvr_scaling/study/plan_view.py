@@ -161,6 +161,23 @@ def lock_line(study: Study) -> str | None:
     )
 
 
+def build_line(study: Study) -> str | None:
+    """The image build job as sbatch gets it (study.plan.build_resources), or None without one."""
+    from rlvr_scaling.study.plan import build_resources
+
+    if not study.site.container or study.site.scheduler != "slurm":
+        return None
+    job = build_resources(study)
+    slurm = study.site.slurm
+    memory = "measured" if slurm.build_mem_measured else "an estimate until measured: docs/lumi.md"
+    account = job["slurm_account"] or "none"
+    return (
+        f"Image build, before the preflight: sbatch --partition={job['slurm_partition']} --account={account} "
+        f"--nodes=1 --ntasks=1 --cpus-per-task={job['cpus_per_task']} --mem={job['mem_mb']}M "
+        f"--time={job['runtime']} (no GPU; memory {memory})."
+    )
+
+
 def preflight_line(study: Study, plan: list) -> str:
     """What the preflight job costs before any run: its nodes and time limit, and its engine smoke."""
     from rlvr_scaling.execution.engine_smoke import smoke_run

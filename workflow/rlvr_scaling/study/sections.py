@@ -70,6 +70,12 @@ class SlurmSite(Section):
     account_env: list[str] = field(default_factory=list)  # variables that may hold the account, in order
     preflight_partition: str | None = None  # where the preflight job runs; None: `partition`
     preflight_minutes: int = 20  # the preflight job's time limit
+    # The image build needs no GPU: a CPU partition where the site has one (LUMI: small).
+    build_partition: str | None = None  # None: `partition`
+    build_minutes: int = 120
+    build_cpus: int = 8
+    build_mem_mb: int = 32000
+    build_mem_measured: bool = False  # build_mem_mb measured by a build (docs/lumi.md), or an estimate
 
 
 @dataclass(frozen=True)
