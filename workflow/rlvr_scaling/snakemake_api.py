@@ -27,9 +27,9 @@ from rlvr_scaling.study.plan import (
     RESOURCE_NAMES,
     PlannedRun,
     Run,
+    build_resources,
     dataset_runs,
     find_run,
-    build_resources,
     known_runs,
     sbatch_resources,
 )
