@@ -29,7 +29,7 @@ from rlvr_scaling.study.config import Study, load_study, read_yaml
 from rlvr_scaling.study.plan import Run, build_plan, known_runs
 
 # The study's model's config.json as Hugging Face serves it (Qwen/Qwen3-8B): the shape MFU counts from.
-QWEN3_8B_CONFIG = Path(__file__).parent / "data" / "models" / "qwen3-8b-config.json"
+QWEN3_8B_CONFIG = Path(__file__).parents[1] / "config" / "models" / "Qwen__Qwen3-8B.json"
 PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.yaml")["selection"]
 # GSM8K stays unpinned so that its sweep is in the plan and the selection is made from it; DAPO is
 # pinned to its published workload, as with config/published-selection.yaml.

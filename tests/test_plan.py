@@ -67,7 +67,7 @@ def test_run_ids_depend_on_what_defines_a_run_only() -> None:
     assert base == {r.run_id for r in build_plan(load_study(site="lumi", sets=PUBLISHED), root=Path("/elsewhere"))}
     # estimates and time limits are not part of a run's identity
     assert base == {r.run_id for r in lumi_plan([*PUBLISHED, "estimate.time_limit_factor=3"])}
-    changed = {r.run_id for r in lumi_plan([*PUBLISHED, "datasets.gsm8k.memory.token_budget=20000"])}
+    changed = {r.run_id for r in lumi_plan([*PUBLISHED, "datasets.gsm8k.memory.token_budget=12000"])}
     assert {i for i in base if i.startswith("dapo")} == {i for i in changed if i.startswith("dapo")}
     assert {i for i in base if i.startswith("gsm8k")}.isdisjoint(changed)
 

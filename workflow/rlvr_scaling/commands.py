@@ -35,6 +35,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.study.plan_view import (
         build_line,
         lock_line,
+        memory_table,
         plan_table,
         preflight_line,
         results_line,
@@ -56,6 +57,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
             print(line)
         print(budget_line(study_cost(study, plan, root)))
+        for line in memory_table(study, plan, root):
+            print(line)
         if line := build_line(study):
             print(line)
         print(preflight_line(study, plan))

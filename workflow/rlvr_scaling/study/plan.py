@@ -11,6 +11,7 @@ from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.inputs.container import image_identity
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import make_run_id
+from rlvr_scaling.study.memory_budget import check_run_memory
 from rlvr_scaling.study.verl_args import build_verl_args
 
 SERIES_ORDER = ("sweep", "weak", "strong")
@@ -224,6 +225,9 @@ def make_run(
     identity = _identity(study, dataset, nodes, prompts, concurrency)
     run_id = make_run_id(dataset, nodes, prompts, identity)
     estimate = _estimate(study, dataset, nodes, trajectories)
+    per_engine = trajectories / (nodes * engines_per_node(study))
+    # Before any job: a run over a GPU's memory is refused, naming what does not fit and what would.
+    check_run_memory(study, dataset, nodes, trajectories, per_engine, root)
     return Run(
         run_id=run_id,
         series=[series],
@@ -238,7 +242,7 @@ def make_run(
         steps=cfg.algorithm.steps,
         warmup_steps=cfg.algorithm.warmup_steps,
         concurrency=concurrency,
-        trajectories_per_engine=trajectories / (nodes * engines_per_node(study)),
+        trajectories_per_engine=per_engine,
         memory=data.memory.to_dict(),
         verl_args=build_verl_args(cfg, study.site, dataset, nodes, prompts, concurrency, run_id, root),
         resources=sbatch_resources(study, nodes, int(estimate["time_limit_minutes"])),

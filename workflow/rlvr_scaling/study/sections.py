@@ -135,6 +135,10 @@ class EngineOptions(Section):
     # Megatron's fused weight-gradient accumulation (CUDA-only kernel); None: the bridge's default.
     gradient_accumulation_fusion: bool | None = None
     attention_backend: str | None = None  # flash | fused | unfused | local | auto; None: verl's (flash)
+    # Whether the site's vLLM can free its memory between generation and training (verl turns sleep
+    # mode on by default). unavailable: verl is told not to sleep, and the plan's memory budget
+    # counts vLLM's share as held during training (study.memory_budget). None: available.
+    sleep_mode: str | None = None  # available | unavailable
     reasons: dict[str, str] = field(default_factory=dict)  # why each option is set, with its source
 
 

@@ -170,6 +170,13 @@ def _site_args(site: Site, nodes: int, training: Training) -> list[str]:
     eager = site.engine_options.rollout_enforce_eager
     if eager is not None:
         args.append(f"actor_rollout_ref.rollout.enforce_eager={_flag(eager)}")
+    if site.engine_options.sleep_mode == "unavailable":
+        # vLLM keeps its memory between phases: no sleep, and no freeing of the KV cache (which
+        # goes through sleep in verl 0.9.1's vLLM server); the plan's memory budget counts it held.
+        args += [
+            "+actor_rollout_ref.rollout.enable_sleep_mode=False",
+            "actor_rollout_ref.rollout.free_cache_engine=False",
+        ]
     if training.engine == "megatron":
         args += _megatron_site_args(site)
     if site.cpu_engine:

@@ -1,0 +1,266 @@
+"""Per-GPU memory of a planned run: does vLLM's share fit beside Megatron's training state?
+
+verl runs generation (vLLM) and training (Megatron) on the same GPUs, one after the other. vLLM takes
+`gpu_memory_utilization` of each GPU's memory (its weights, activations and KV cache); between
+phases its sleep mode frees that share, if the site's vLLM can (site `engine_options.sleep_mode`).
+Where it cannot (LUMI's MI250X with the AI Factory base's vLLM: docs/study.md, "Memory per GCD"),
+the share stays allocated while Megatron trains beside it, and the two must fit together.
+
+The counts (bytes per GPU; docs/study.md gives the sources):
+- Megatron's state, per GPU of a tensor-parallel group t and pipeline stage p (verl's defaults:
+  mixed precision with fp32 gradients, `grad_reduce_in_fp32`; the distributed optimizer,
+  `use_distributed_optimizer`, shards Adam over the data-parallel ranks d):
+  parameters P/(t p) x (2 bf16 weights + 4 fp32 gradients + 12/d fp32 master weights and Adam's two
+  moments).
+- Activations of one micro-batch of `token_budget` tokens (dynamic batch size), sequence parallel
+  (verl's default: everything divided by t), flash attention (no s^2 term), after Korthikanti et al.
+  "Reducing Activation Recomputation in Large Transformer Models" (MLSys 2023), adapted to grouped
+  KV heads and a gated MLP: per token and layer, bytes = 14 h + 4 kv_heads head_dim + 8 ffn.
+  Full recomputation keeps each layer's input (2 h) and one layer's activations.
+- Logits of the micro-batch: tokens x vocab / t x 10 bytes (bf16 logits, their fp32 copy for the
+  log-probabilities and its gradient).
+- Each GPU also holds two processes' device contexts and communication buffers: CONTEXT_GB.
+The two peaks: generation (vLLM's share + what Megatron keeps on the GPU: nothing with CPU offload)
+and training (what vLLM keeps: its share without sleep mode, else its context + Megatron's state,
+activations and logits). Both must stay under the selection rule's memory cap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling import paths
+from rlvr_scaling.analysis.model_flops import ModelShape
+from rlvr_scaling.errors import ConfigError
+
+GB = 1e9
+# Device contexts (vLLM's and Megatron's processes) and RCCL/NCCL buffers per GPU: an allowance, not
+# a measurement; the engine smoke's record (device memory around sleep/wake) measures the real one.
+CONTEXT_GB = 2.0
+# Bytes per parameter: bf16 weights, fp32 gradients, fp32 master weights + Adam's two moments.
+WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2, 4, 12
+LOGIT_BYTES = 10
+# Shapes of hub models shipped with the pipeline, for a plan made before the model is downloaded.
+SHAPES_DIR = paths.CONFIG_DIR / "models"
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    """One run's memory per GPU, in GB."""
+
+    gpu_gb: float
+    cap_gb: float
+    sleep_mode: bool
+    rollout_share_gb: float  # vLLM's gpu_memory_utilization x the GPU
+    rollout_in_training_gb: float  # what vLLM holds while Megatron trains
+    weights_gb: float
+    gradients_gb: float
+    optimizer_gb: float
+    activations_gb: float
+    logits_gb: float
+    context_gb: float
+    generation_peak_gb: float
+    training_peak_gb: float
+    kv_cache_tokens: int  # tokens one rollout engine's KV cache holds
+    kv_tokens_needed: int  # its concurrent trajectories x their longest length
+
+    @property
+    def fits(self) -> bool:
+        return max(self.generation_peak_gb, self.training_peak_gb) <= self.cap_gb and self.kv_cache_tokens > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "fits": self.fits}
+
+
+def shape_for(model_name: str, root: Path, site: str) -> tuple[ModelShape | None, str]:
+    """The model's shape: its downloaded config.json, else the one shipped for that hub id
+    (config/models/<org>__<name>.json); None and why when neither is there."""
+    for path in (paths.model_dir(root, site) / "config.json", SHAPES_DIR / f"{model_name.replace('/', '__')}.json"):
+        if path.is_file():
+            try:
+                return ModelShape.from_hf_config(json.loads(path.read_text())), str(path)
+            except (ValueError, UnicodeDecodeError) as error:
+                return None, f"{path}: {error}"
+    return None, f"no config.json for {model_name} (download the model, or ship {SHAPES_DIR}/<org>__<name>.json)"
+
+
+def parameters(shape: ModelShape) -> int:
+    """All parameters: the layers' matrices and norms, the embedding and an untied output layer."""
+    norms = shape.num_hidden_layers * (2 * shape.hidden_size + 2 * shape.head_dim) + shape.hidden_size
+    return shape.layer_matmul_params() + 2 * shape.vocab_size * shape.hidden_size + norms
+
+
+def run_memory(
+    shape: ModelShape,
+    *,
+    gpu_gb: float,
+    cap_fraction: float,
+    sleep_mode: bool,
+    rollout_share: float,
+    rollout_tensor_parallel: int,
+    training_tensor_parallel: int,
+    pipeline_parallel: int,
+    data_parallel: int,
+    token_budget: int,
+    recompute: bool,
+    offload: bool,
+    trajectories_per_engine: float,
+    max_length: int,
+) -> RunMemory:
+    t, p = training_tensor_parallel, pipeline_parallel
+    params_per_gpu = parameters(shape) / (t * p)
+    weights = params_per_gpu * WEIGHT_BYTES / GB
+    gradients = params_per_gpu * GRADIENT_BYTES / GB
+    optimizer = params_per_gpu * OPTIMIZER_BYTES / data_parallel / GB
+    h, layers = shape.hidden_size, shape.num_hidden_layers
+    per_token_layer = 14 * h + 4 * shape.num_key_value_heads * shape.head_dim + 8 * shape.intermediate_size
+    stage_layers = math.ceil(layers / p)
+    if recompute:
+        activation_bytes = token_budget * (stage_layers * 2 * h + per_token_layer) / t
+    else:
+        activation_bytes = token_budget * stage_layers * per_token_layer / t
+    activations = activation_bytes / GB
+    logits = token_budget * shape.vocab_size / t * LOGIT_BYTES / GB
+    share = rollout_share * gpu_gb
+    in_training = 0.0 if sleep_mode else share
+    megatron_state = weights + gradients + optimizer
+    generation = share + (0.0 if offload else megatron_state) + CONTEXT_GB
+    training = in_training + megatron_state + activations + logits + CONTEXT_GB
+    # vLLM's KV cache: its share less its weights (split over the engine's tensor-parallel GPUs) and
+    # an activation workspace of about 1 GB; K and V of every layer, the KV heads split likewise.
+    kv_heads_per_gpu = max(1, shape.num_key_value_heads // rollout_tensor_parallel)
+    kv_bytes_per_token = 2 * layers * kv_heads_per_gpu * shape.head_dim * 2
+    rollout_weights = parameters(shape) * WEIGHT_BYTES / rollout_tensor_parallel / GB
+    kv_gb = share - rollout_weights - 1.0
+    return RunMemory(
+        gpu_gb=gpu_gb,
+        cap_gb=round(cap_fraction * gpu_gb, 2),
+        sleep_mode=sleep_mode,
+        rollout_share_gb=round(share, 2),
+        rollout_in_training_gb=round(in_training, 2),
+        weights_gb=round(weights, 2),
+        gradients_gb=round(gradients, 2),
+        optimizer_gb=round(optimizer, 2),
+        activations_gb=round(activations, 2),
+        logits_gb=round(logits, 2),
+        context_gb=CONTEXT_GB,
+        generation_peak_gb=round(generation, 2),
+        training_peak_gb=round(training, 2),
+        kv_cache_tokens=max(0, int(kv_gb * GB / kv_bytes_per_token)),
+        kv_tokens_needed=int(math.ceil(trajectories_per_engine) * max_length),
+    )
+
+
+def largest_fitting_share(fit: Any, start: float) -> float | None:
+    """The largest rollout share, in steps of 0.05 below `start`, for which `fit(share)` holds."""
+    share = round(math.floor(start * 20 - 1e-9) / 20, 2)
+    while share >= 0.1:
+        if fit(share):
+            return share
+        share = round(share - 0.05, 2)
+    return None
+
+
+def refusal(dataset: str, nodes: int, trajectories: int, memory: RunMemory, fixes: list[str], site: str) -> ConfigError:
+    """A run that does not fit: the part that does not, and the settings that would."""
+    if memory.kv_cache_tokens <= 0:
+        what = f"vLLM's share of {memory.rollout_share_gb:g} GB holds its weights but no KV cache: vLLM would not start"
+    elif memory.training_peak_gb >= memory.generation_peak_gb:
+        held = (
+            f"vLLM's {memory.rollout_in_training_gb:g} GB stays allocated (site '{site}' engine_options.sleep_mode: "
+            "unavailable) beside "
+            if not memory.sleep_mode
+            else ""
+        )
+        what = (
+            f"training needs {memory.training_peak_gb:g} GB of the GPU's cap of {memory.cap_gb:g} GB: {held}Megatron's "
+            f"weights {memory.weights_gb:g}, gradients {memory.gradients_gb:g}, optimizer {memory.optimizer_gb:g}, "
+            f"activations {memory.activations_gb:g} and logits {memory.logits_gb:g} GB"
+        )
+    else:
+        what = (
+            f"generation needs {memory.generation_peak_gb:g} GB of the GPU's cap of {memory.cap_gb:g} GB: vLLM's "
+            f"share {memory.rollout_share_gb:g} GB beside Megatron's state kept on the GPU"
+        )
+    would = "; would fit: " + ", or ".join(fixes) if fixes else "; no single memory setting makes it fit"
+    return ConfigError(
+        f"datasets.{dataset}.memory",
+        {"nodes": nodes, "trajectories": trajectories},
+        f"the run does not fit a GPU's memory: {what}{would} (rlvr-scaling plan shows every run's memory)",
+    )
+
+
+def sleep_mode_available(site: Any) -> bool:
+    """verl turns vLLM's sleep mode on by default; a site says when its vLLM cannot free memory."""
+    return site.engine_options.sleep_mode != "unavailable"
+
+
+def memory_of(
+    study: Any, dataset: str, nodes: int, trajectories_per_engine: float, root: Path, **changed: Any
+) -> RunMemory | None:
+    """A run's memory per GPU on a GPU site whose model shape is known, else None. `changed` tries
+    another setting (rollout_share, recompute, offload, sleep_mode) in place of the study's."""
+    site, cfg = study.site, study.config
+    if site.cpu_engine or not site.hardware.gpu_memory_gb:
+        return None
+    shape, _ = shape_for(cfg.model.name, root, site.name)
+    if shape is None:
+        return None
+    data = cfg.datasets[dataset]
+    rollout, training = cfg.parallel.rollout, cfg.parallel.training
+    share = (
+        rollout.gpu_memory_utilization
+        if data.memory.gpu_memory_utilization is None
+        else data.memory.gpu_memory_utilization
+    )
+    settings = {
+        "sleep_mode": sleep_mode_available(site),
+        "rollout_share": share,
+        "recompute": data.memory.recompute,
+        "offload": data.memory.offload,
+        **changed,
+    }
+    return run_memory(
+        shape,
+        gpu_gb=site.hardware.gpu_memory_gb,
+        cap_fraction=cfg.selection_rule.memory_cap_fraction,
+        rollout_tensor_parallel=rollout.tensor_parallel,
+        training_tensor_parallel=training.tensor_parallel,
+        pipeline_parallel=training.pipeline_parallel,
+        data_parallel=max(1, nodes * site.hardware.gpus_per_node // training.model_parallel),
+        token_budget=data.memory.token_budget,
+        trajectories_per_engine=trajectories_per_engine,
+        max_length=data.max_length,
+        **settings,
+    )
+
+
+def check_run_memory(
+    study: Any, dataset: str, nodes: int, trajectories: int, per_engine: float, root: Path
+) -> RunMemory | None:
+    """The run's memory; a ConfigError naming the part that does not fit and the settings that would."""
+    memory = memory_of(study, dataset, nodes, per_engine, root)
+    if memory is None or memory.fits:
+        return memory
+    key = f"datasets.{dataset}.memory"
+
+    def fits(**changed: Any) -> bool:
+        trial = memory_of(study, dataset, nodes, per_engine, root, **changed)
+        return trial is not None and trial.fits
+
+    data = study.config.datasets[dataset].memory
+    fixes = []
+    share = largest_fitting_share(lambda u: fits(rollout_share=u), memory.rollout_share_gb / memory.gpu_gb)
+    if share is not None:
+        fixes.append(f"{key}.gpu_memory_utilization: {share}")
+    if not data.recompute and fits(recompute=True):
+        fixes.append(f"{key}.recompute: true")
+    if not data.offload and fits(offload=True):
+        fixes.append(f"{key}.offload: true")
+    if not memory.sleep_mode and fits(sleep_mode=True):
+        fixes.append("a vLLM whose sleep mode frees memory here (site engine_options.sleep_mode: available)")
+    raise refusal(dataset, nodes, trajectories, memory, fixes, study.site_name)
