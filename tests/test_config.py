@@ -50,6 +50,12 @@ def test_lumi_study_encodes_the_published_settings() -> None:
     assert cfg["parallel"]["training"]["tensor_parallel"] == 8
     assert study.site.hardware.gpus_per_node == 8
     assert study.site.slurm.partition == "standard-g"
+    # The AIF image brings its own libfabric and libcxi: no host copy bound over them.
+    assert not [b for b in study.site.container.binds if b.startswith(("/opt/cray", "/usr/lib64"))]
+    # Every device list Slurm sets goes, but the one Ray sets per worker (HIP_VISIBLE_DEVICES).
+    unset = study.site.launch.unset_environment
+    assert {"ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"} <= set(unset)
+    assert "HIP_VISIBLE_DEVICES" not in unset
 
 
 def test_default_site_is_local_and_scaled_down() -> None:

@@ -148,6 +148,19 @@ def test_a_base_package_list_without_its_python_or_with_a_bad_line_is_refused(tm
     with pytest.raises(ConfigError) as refused:
         read_base_packages(listed)
     assert "base.txt:3: vllm>=0.22" in str(refused.value) and "NAME==VERSION" in str(refused.value)
-    listed.write_text("# python 3.12.3\nTorch==2.10.0  # a comment\nTransformer_Engine==2.8.0\n")
+    listed.write_text("# python 3.12.3\nTorch==2.10.0  # a comment\nTransformer_Engine==2.8.0\nnumpy==2.2.6\n")
     base = read_base_packages(listed)
-    assert base.python == (3, 12) and base.versions == {"torch": "2.10.0", "transformer-engine": "2.8.0"}
+    assert base.python == (3, 12)
+    assert base.versions == {"torch": "2.10.0", "transformer-engine": "2.8.0", "numpy": "2.2.6"}
+
+
+def test_a_base_package_list_without_numpy_is_refused_before_any_resolve(tmp_path: Path) -> None:
+    # pip would otherwise choose numpy for the base, and a base of numpy 1.x fails inside the build job.
+    listed = tmp_path / "base.txt"
+    listed.write_text("# python 3.12.3\ntorch==2.10.0+rocm7.0\nvllm==0.22.1\n")
+    with pytest.raises(ConfigError) as refused:
+        read_base_packages(listed)
+    assert "container.base_packages" in str(refused.value) and "missing: numpy" in str(refused.value)
+    # The shipped bases name both.
+    for shipped in (REPO / "containers" / "bases").glob("*.txt"):
+        assert {"torch", "numpy"} <= set(read_base_packages(shipped).versions)

@@ -115,6 +115,9 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
     assert pinned != local_node_ip([sys.executable], dict(os.environ))
     assert job["ray_node_addresses"] == dict.fromkeys(job["node_list"], pinned)
     assert job["ray_head"].startswith(f"{pinned}:")
+    # Ray's folder was this job's own, node-local (never the shared /tmp/ray), and is gone after it.
+    assert job["ray_temp_dir"] == f"/tmp/rlvr-ray-{os.getuid()}-{job['slurm_job_id']}-0"
+    assert not Path(job["ray_temp_dir"]).exists()
     accounting = subprocess.run(
         ["sacct", "-n", "-X", "-j", job["slurm_job_id"], "-o", "NNodes,State"], capture_output=True, text=True
     ).stdout.split()

@@ -4,6 +4,7 @@ one worker per other node started with srun, all inside the site's container whe
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -95,6 +96,9 @@ class RayCluster:
     unset_environment: list[str]
     log_dir: Path
     interface: str | None = None
+    # Ray's sessions, sockets and logs on each node: node-local and this cluster's own (Ray's default
+    # /tmp/ray, on a node shared between users, may be another user's: Ray issues 3899, 4593, 20634).
+    temp_dir: str | None = None
     processes: list[subprocess.Popen] = field(default_factory=list)
     # Each node's address as Ray registered it, once the cluster has formed.
     addresses: dict[str, str] = field(default_factory=dict)
@@ -120,6 +124,8 @@ class RayCluster:
             f"--resources={json.dumps({NODE_RESOURCE.format(node): 1})}",
             "--disable-usage-stats",
         ]
+        if self.temp_dir:
+            command.append(f"--temp-dir={self.temp_dir}")
         if self.object_store_bytes:
             command.append(f"--object-store-memory={self.object_store_bytes}")
         if index == 0:
@@ -229,3 +235,17 @@ class RayCluster:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
+        self.remove_temp_dirs()
+
+    def remove_temp_dirs(self) -> None:
+        """Ray's folder on every node, once its processes are gone (this node's directly, the others'
+        through a step of the job)."""
+        if not self.temp_dir:
+            return
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        for node in self.nodes[1:]:
+            step = ["srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap"]
+            try:
+                subprocess.run([*step, "rm", "-rf", self.temp_dir], capture_output=True, timeout=60, env=self.env)
+            except (OSError, subprocess.TimeoutExpired):
+                pass  # node-local: the node's own cleanup at the job's end removes it

@@ -44,6 +44,9 @@ CUDA_SIDE = re.compile(
     r"^(nvidia-.*|cupy.*|cuda-.*|flashinfer.*|triton|flash-attn|transformer-engine.*|fast-hadamard-transform"
     r"|mamba-ssm|causal-conv1d|apex|deep-ep)$"
 )
+# The base's packages that the build keeps and that everything added must fit: a base list without
+# one of them is refused.
+REQUIRED_BASE_PACKAGES = ("torch", "numpy")
 # Where this machine's pip configuration would add indexes, wheel folders or constraints of its own.
 PIP_SETTINGS = ("PIP_CONFIG_FILE", "PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONSTRAINT")
 
@@ -99,6 +102,16 @@ def read_base_packages(path: Path) -> BasePackages:
         versions[normalized(name.strip())] = version.strip()
     if python is None:
         raise ConfigError("container.base_packages", str(path), "a '# python X.Y' line naming the base's Python")
+    # What the build keeps and every other package is resolved against: without their versions pip
+    # would pick its own (a numpy 1.x base under a numpy 2 resolve fails inside the build job).
+    missing = [name for name in REQUIRED_BASE_PACKAGES if name not in versions]
+    if missing:
+        raise ConfigError(
+            "container.base_packages",
+            str(path),
+            f"a line NAME==VERSION for each of {', '.join(REQUIRED_BASE_PACKAGES)} (missing: {', '.join(missing)}): "
+            "the base's own `pip list --format=freeze`",
+        )
     return BasePackages(path, python, versions)
 
 

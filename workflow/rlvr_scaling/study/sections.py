@@ -85,6 +85,7 @@ class Launch(Section):
     join_timeout_seconds: float = 600.0
     unset_environment: list[str] = field(default_factory=list)  # removed before Ray and verl start
     node_interface: str | None = None  # whose IPv4 address each node's Ray uses; None: Ray's own pick
+    ray_temp_root: str = "/tmp"  # node-local folder holding each cluster's own Ray temporary folder
 
 
 @dataclass(frozen=True)

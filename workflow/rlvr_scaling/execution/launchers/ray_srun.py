@@ -76,13 +76,15 @@ def start_ray_cluster(
         unset_environment=site.launch.unset_environment,
         log_dir=log_dir,
         interface=site.launch.node_interface,
+        # Short (Ray's socket paths must stay under 107 characters), per user, job and cluster.
+        temp_dir=f"{site.launch.ray_temp_root}/rlvr-ray-{os.getuid()}-{job_id}-{port_offset}",
     )
     # Ray workers inherit the raylet's environment, not the driver's: the run's environment goes to
     # every `ray start`.
     env.update(expanded_environment(study, env))
     for name in site.launch.unset_environment:
         env.pop(name, None)
-    job.update(node_list=nodes, ray_head=cluster.head_address)
+    job.update(node_list=nodes, ray_head=cluster.head_address, ray_temp_dir=cluster.temp_dir)
     env["RAY_ADDRESS"] = cluster.head_address
     # Ray 2.60 authenticates with a token: one per run, handed to every node through srun's
     # environment, never written into the run directory.
