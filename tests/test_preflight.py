@@ -13,6 +13,7 @@ from rlvr_scaling.execution.preflight import check, engine_modules, preflight_no
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan
 
+from .study_edits import edited
 from .workflow_helpers import STANDIN, snakemake
 
 pytestmark = pytest.mark.verl
@@ -28,10 +29,17 @@ def _inputs(root: Path, study) -> None:
     (model / "config.json").write_text("{}")
 
 
-def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Path) -> None:
+def test_the_local_engine_passes_and_every_possible_run_is_composed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # No engine smoke: the inputs here are empty files (the smoke with the real trainer runs in the
     # shared local study, tests/test_local_study.py, and inside the image in tests/test_apptainer.py).
-    study = load_study(sets=["preflight.engine_smoke_steps=0"])
+    # The site passes a secret on from the job's environment: the published record must not hold it.
+    monkeypatch.setenv("RLVR_TEST_API_TOKEN", "s3cr3t-value-of-the-job")
+    study = edited(
+        load_study(sets=["preflight.engine_smoke_steps=0"]),
+        site={"environment": {"RLVR_TEST_API_TOKEN": "${RLVR_TEST_API_TOKEN}"}},
+    )
     _inputs(tmp_path, study)
     runs, unplannable = runs_to_check(study, tmp_path)
     assert unplannable == []
@@ -44,6 +52,10 @@ def test_the_local_engine_passes_and_every_possible_run_is_composed(tmp_path: Pa
     assert set(engine["composition"]) == {r.run_id for r in runs}
     assert set(engine["modules"]) == set(engine_modules(study)) and "rlvr_scaling.engines.cpu" in engine["modules"]
     assert engine["environment"]["VERL_PLATFORM"] == "cpu"
+    # The engine saw the secret's value; the record holds its reference only, as the runs' do.
+    assert engine["environment"]["RLVR_TEST_API_TOKEN"] == "${RLVR_TEST_API_TOKEN}"
+    assert engine["environment_not_as_set"] == []
+    assert "s3cr3t-value-of-the-job" not in json.dumps(record)
     assert preflight_nodes(study, runs) == 1  # local launcher: no Ray cluster across Slurm nodes
     assert record["engine_smoke"] == {"ran": False, "reason": "preflight.engine_smoke_steps is 0"}
     json.dumps(record)

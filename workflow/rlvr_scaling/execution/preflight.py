@@ -27,7 +27,11 @@ from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.execution.engine_smoke import run_smoke
 from rlvr_scaling.execution.preflight_probe import MARK
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes, new_token
-from rlvr_scaling.execution.run_environment import environment_templates, expanded_environment
+from rlvr_scaling.execution.run_environment import (
+    environment_templates,
+    expanded_environment,
+    recorded_environment,
+)
 from rlvr_scaling.execution.storage import space_report
 from rlvr_scaling.fsutil import write_json
 from rlvr_scaling.inputs.container import module_environment, python_command, record_path, require_runtime
@@ -206,6 +210,12 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     if study.site.container is None or (image is not None and not image_problems):
         engine, found = _probe(study, root, plan, run_env, timeout_s=budget_s * 0.5)
         problems += found
+        if "environment" in engine:
+            # The record (bundled, published) holds what the runs' records hold: the study's and site's
+            # values with only harmless ${NAME}s filled in; the probe's expanded view is only compared.
+            seen = engine["environment"]
+            engine["environment_not_as_set"] = sorted(k for k, v in seen.items() if v != run_env.get(k))
+            engine["environment"] = recorded_environment(study, env)
     problems += _engine_problems(study, engine)
     results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
     storage, found, warnings = space_report(results, model, study.slurm_account())
