@@ -104,8 +104,24 @@ def mutate_value(lines: list[str], step: int, key: str, text: str) -> str:
         (lambda ls: mutate_value(ls, 5, "timing_s/update_actor", "null"), "step 5: timing_s/update_actor = None"),
         (lambda ls: "\n".join(ls).replace('"step": 2,', '"step": Infinity,') + "\n", "line 2: step inf"),
         (lambda ls: "\n".join(ls).replace('"step": 2,', '"step": "2",') + "\n", "line 2: step '2'"),
+        # finite, but their sums and squares overflow the statistics: refused, not a traceback
+        (lambda ls: mutate_value(ls, 3, "timing_s/step", "1.5e308"), "step 3: timing_s/step = 1.5e+308"),
+        (lambda ls: mutate_value(ls, 2, "perf/max_memory_allocated_gb", "1e300"), "step 2: perf/max_memory"),
     ],
-    ids=["duplicate", "gap", "short", "negative", "nan", "infinity", "string", "null", "step-inf", "step-str"],
+    ids=[
+        "duplicate",
+        "gap",
+        "short",
+        "negative",
+        "nan",
+        "infinity",
+        "string",
+        "null",
+        "step-inf",
+        "step-str",
+        "near-float-max",
+        "huge-other",
+    ],  # fmt: skip
 )
 def test_a_broken_measurement_is_invalid_and_named(tmp_path: Path, content, expected: str) -> None:
     path = write(tmp_path, content(good_lines()))
@@ -132,8 +148,9 @@ def test_non_utf8_and_binary_files_are_named_not_crashed_on(tmp_path: Path) -> N
 
 
 def finite(value: float) -> bool:
+    """A number a run can log: finite and at most 10^15 in size (a larger one overflows statistics)."""
     try:
-        return math.isfinite(value)
+        return math.isfinite(value) and -(10**15) <= value <= 10**15
     except OverflowError:  # an integer no float can hold
         return False
 
@@ -141,7 +158,7 @@ def finite(value: float) -> bool:
 def independently_valid(content: bytes) -> bool:
     """The rules written again, plainly: each non-blank line a UTF-8 JSON step record, steps exactly 1..STEPS
     once each, required figures finite and positive, other durations finite and not negative, every other
-    value a number or null."""
+    value a number (finite and within 10^15) or null."""
     seen = []
     for raw in content.split(b"\n"):
         if not raw.strip():
@@ -164,6 +181,9 @@ def independently_valid(content: bytes) -> bool:
                 return False
             elif key.startswith(("timing_s/", "timing_per_token_ms/")) and not (finite(value) and value >= 0):
                 return False
+            elif math.isfinite(value) if type(value) is float else True:
+                if not finite(value):
+                    return False
         if any(key not in data for key in REQUIRED_STEP_KEYS):
             return False
     return sorted(seen) == list(range(1, STEPS + 1))

@@ -19,6 +19,9 @@ REQUIRED_STEP_KEYS = (
 # Durations verl measures. The required ones must be positive; the rest finite and not negative (verl
 # writes timing_per_token_ms/<phase> = 0 for a phase without tokens).
 TIMING_PREFIXES = ("timing_s/", "timing_per_token_ms/")
+# Beyond any figure a run logs (seconds, tokens, GB, rates): a finite value this large is corruption,
+# and its sums and squares overflow the statistics to inf.
+MAX_MAGNITUDE = 1e15
 
 
 def read_metrics_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -54,10 +57,20 @@ def is_number(value: Any) -> bool:
 
 
 def is_finite(value: Any) -> bool:
+    """A number that can be a measurement: finite, and within MAX_MAGNITUDE (so no statistic of such
+    numbers overflows)."""
     try:
-        return is_number(value) and math.isfinite(value)
+        return is_number(value) and math.isfinite(value) and abs(value) <= MAX_MAGNITUDE
     except OverflowError:  # an integer too large for a float
         return False
+
+
+def _huge(value: Any) -> bool:
+    """Finite (or an integer no float holds) but beyond MAX_MAGNITUDE."""
+    try:
+        return math.isfinite(value) and abs(value) > MAX_MAGNITUDE
+    except OverflowError:
+        return True
 
 
 def is_positive_finite(value: Any) -> bool:
@@ -119,4 +132,8 @@ def measurement_problems(
                 problems.append(f"step {step}: {key} = {value!r} (expected a number)")
             elif key.startswith(TIMING_PREFIXES) and not (is_finite(value) and value >= 0):
                 problems.append(f"step {step}: {key} = {value!r} (expected a finite duration, 0 or more)")
+            elif _huge(value):
+                problems.append(
+                    f"step {step}: {key} = {value!r} (beyond {MAX_MAGNITUDE:g}: no measurement is this large)"
+                )
     return problems
