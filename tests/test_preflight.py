@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,8 +16,9 @@ from rlvr_scaling.execution.preflight import check, engine_modules, preflight_no
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan
 
+from .conftest import PYTHON
 from .study_edits import edited
-from .workflow_helpers import STANDIN, snakemake
+from .workflow_helpers import STANDIN, assert_no_run_processes, run_processes, snakemake
 
 pytestmark = pytest.mark.verl
 
@@ -163,3 +167,36 @@ def test_a_passing_smoke_records_its_steps_in_its_own_folder_and_nothing_in_the_
     assert [json.loads(line)["step"] for line in (folder / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert "trainer.total_training_steps=2" in (folder / "command.sh").read_text()
     assert not (tmp_path / "results" / "runs").exists() or not any((tmp_path / "results" / "runs").iterdir())
+
+
+# A preflight in miniature: the engine smoke of the plan's smallest run, long enough to be killed.
+SMOKE = """
+import os, sys
+from pathlib import Path
+from rlvr_scaling.execution.engine_smoke import run_smoke
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan
+
+root = Path(sys.argv[1])
+study = load_study(sets=["preflight.engine_smoke_steps=10"])
+plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=root) if r.verl_args]
+run_smoke(study, plan, root, dict(os.environ), timeout_s=600)
+"""
+
+
+@pytest.mark.standin
+def test_a_preflight_killed_during_its_smoke_leaves_no_process_of_it(tmp_path: Path) -> None:
+    """SIGKILL to the preflight's whole process group while its smoke runs: the trainer and its
+    workers, in sessions of their own as verl's are, end too (the smoke's guard, as a run's). The real
+    trainer under a killed workflow: tests/test_local_study.py."""
+    env = {**os.environ, **STANDIN, "RLVR_STANDIN_STEP_SECONDS": "5"}
+    preflight = subprocess.Popen([PYTHON, "-c", SMOKE, str(tmp_path)], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while not any("WorkerDict" in command for command in run_processes()):
+            assert preflight.poll() is None and time.monotonic() < deadline, "the smoke's workers never started"
+            time.sleep(0.2)
+    finally:
+        os.killpg(preflight.pid, signal.SIGKILL)
+        preflight.wait()
+    assert_no_run_processes(grace_s=30)

@@ -26,6 +26,7 @@ from rlvr_scaling.analysis.metrics_file import is_positive_finite
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, new_token
 from rlvr_scaling.execution.run_records import render_command, trainer_module
+from rlvr_scaling.execution.watchdog import Guard
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import Run
 
@@ -101,7 +102,15 @@ def run_smoke(
         return launcher.start(run, folder / "ray", smoke_env, job)
 
     began = time.monotonic()
-    code, status = execute(command, folder / "console.log", smoke_env, token, timeout_s, before)
+    # As a run's: a guard the smoke's processes (Ray's daemons, verl's actors, in sessions of their
+    # own) cannot outlive, should the preflight be killed (SIGKILL included) while it runs.
+    guard = Guard(token, None, None)
+    done = False
+    try:
+        code, status = execute(command, folder / "console.log", smoke_env, token, timeout_s, before)
+        done = True
+    finally:
+        guard.release(done=done)
     metrics = folder / "metrics.jsonl"
     measured = read_steps(metrics)[0] if metrics.exists() else []
     timed = [step for step in measured if is_positive_finite(step.get("timing_s/step"))]

@@ -31,7 +31,8 @@ PACKAGE_PARENT = str(paths.PACKAGE_DIR.parent)
 class Guard:
     """The launcher's side: keep the pipe open while the run lives, release when it is filed."""
 
-    def __init__(self, token: str, staging: Path, failed: Path) -> None:
+    def __init__(self, token: str, staging: Path | None, failed: Path | None) -> None:
+        """`staging` None: nothing to file (the preflight's engine smoke), only processes to end."""
         read_end, self._write_end = os.pipe()
         env = {k: v for k, v in os.environ.items() if k != TOKEN_VAR}
         # The package from where this launcher has it, without putting anything on PYTHONPATH.
@@ -40,7 +41,7 @@ class Guard:
         )
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", start, token, str(staging), str(failed), str(os.getpid())],
+                [sys.executable, "-c", start, token, str(staging or ""), str(failed or ""), str(os.getpid())],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -70,7 +71,7 @@ class Guard:
             print(f"rlvr-scaling: the run's guard (pid {self.process.pid}) is still cleaning up", file=sys.stderr)
 
 
-def guard(token: str, staging: Path, failed: Path, launcher_pid: str) -> int:
+def guard(token: str, staging: Path | None, failed: Path | None, launcher_pid: str) -> int:
     # The guard outlives signals meant for the run (Slurm's SIGTERM reaches every process of the job
     # step); it exits when its pipe says so.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -79,7 +80,7 @@ def guard(token: str, staging: Path, failed: Path, launcher_pid: str) -> int:
     if message == DONE:
         return 0
     ended = end_processes(token, grace_s=3.0)  # the run is lost already: no need to wait long
-    if staging.is_dir():
+    if staging is not None and staging.is_dir():
         note = (
             f"The launcher (pid {launcher_pid}) was killed at about {now()} before it finished the run; its "
             f"guard ended {len(ended)} process(es) of the run and filed it here."
@@ -89,7 +90,8 @@ def guard(token: str, staging: Path, failed: Path, launcher_pid: str) -> int:
 
 
 def main() -> None:
-    sys.exit(guard(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))
+    staging, failed = (Path(arg) if arg else None for arg in sys.argv[2:4])
+    sys.exit(guard(sys.argv[1], staging, failed, sys.argv[4]))
 
 
 if __name__ == "__main__":
