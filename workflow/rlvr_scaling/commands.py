@@ -247,6 +247,13 @@ def cmd_history(args: argparse.Namespace) -> int:
             f"{entry['recorded']}  {entry['key'][:12]}  {entry['name']} on {entry['site']}  verl {entry['verl']}  "
             f"{entry['runs']} scaling points  {verdicts}"
         )
+        if entry["recorded_again"]:
+            print(f"    recorded again unchanged, last {entry['recorded_again']} ({entry['bundle']})")
+        if entry["changes"] is not None:
+            print("    changed since the last entry of this study:")
+            print(
+                "".join(f"      {line}\n" for line in entry["changes"] or ["(nothing in its runs or settings)"]), end=""
+            )
         if entry["since"] is None:
             print("    first study of its settings")
         elif entry["moved"]:
