@@ -132,9 +132,12 @@ def _key(run: Run) -> tuple[str, int, int]:
     return run.dataset, run.nodes, run.prompts
 
 
-def fabricate_steps(study: Study, run: Run, jitter: float, slower: float = 1.0) -> list[dict[str, Any]]:
+def fabricate_steps(
+    study: Study, run: Run, jitter: float, slower: float = 1.0, disturbed: dict[int, float] | None = None
+) -> list[dict[str, Any]]:
     """verl file-logger records for `run`; each measured step varies by up to +-jitter per figure.
-    `slower`: every phase of every step that many times its profile (a planted deviation)."""
+    `slower`: every phase of every step that many times its profile (a planted deviation).
+    `disturbed`: step -> factor, those steps' phases that many times as long (a busy machine)."""
     # Seeded by what the run is, not by its id: the id's hash changes whenever the identity gains a
     # field, and the study-shaped figures below must not move with it.
     rng = random.Random("-".join(map(str, _key(run))))
@@ -150,8 +153,9 @@ def fabricate_steps(study: Study, run: Run, jitter: float, slower: float = 1.0) 
         def vary(value: float) -> float:
             return round(value * (1 + jitter * rng.uniform(-1, 1)), 3)
 
-        phases = [vary(v) for v in means[:4]]
-        other = vary(means[4])
+        factor = (disturbed or {}).get(step, 1.0)
+        phases = [round(vary(v) * factor, 3) for v in means[:4]]
+        other = vary(means[4]) * factor
         if step <= run.warmup_steps:
             phases = [round(v * f, 3) for v, f in zip(phases, WARMUP_FACTORS, strict=True)]
             other += WARMUP_EXTRA_S
@@ -217,7 +221,9 @@ def run_cli(argv: list[str]) -> None:
     assert code == 0, argv
 
 
-def write_run(study: Study, run: Run, root: Path, jitter: float, slower: float = 1.0) -> FabricatedRun:
+def write_run(
+    study: Study, run: Run, root: Path, jitter: float, slower: float = 1.0, disturbed: dict[int, float] | None = None
+) -> FabricatedRun:
     run_dir = paths.run_dir(root, run.run_id)
     run_dir.mkdir(parents=True)
     (run_dir / "spec.json").write_text(json.dumps(spec_document(study, run), indent=1, default=str) + "\n")
@@ -233,7 +239,7 @@ def write_run(study: Study, run: Run, root: Path, jitter: float, slower: float =
         job["memory_evidence"] = memory_evidence(console)  # as launch records it
     else:
         job = _job(study, run, root, "succeeded", 0)
-        records = fabricate_steps(study, run, jitter, slower)
+        records = fabricate_steps(study, run, jitter, slower, disturbed)
         (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         steps = [{"step": r["step"], **r["data"]} for r in records]
     (run_dir / "job.json").write_text(json.dumps(job, indent=1, default=str) + "\n")
@@ -252,10 +258,19 @@ def fabricate_study(
     jitter: float = 0.03,
     sets: Sequence[str] = (),
     slower: dict[tuple[str, int, int], float] | None = None,
+    jitter_of: dict[tuple[str, int, int], float] | None = None,
+    disturbed: dict[tuple[str, int, int], dict[int, float]] | None = None,
 ) -> FabricatedStudy:
     """Every run of the LUMI study under root/results: sweep, selection, scaling runs, indexes.
-    `slower`: (dataset, nodes, prompts) -> factor for the points made slower than their profile."""
-    slower = slower or {}
+    `slower`: (dataset, nodes, prompts) -> factor for the points made slower than their profile;
+    `jitter_of`: the same key -> the jitter of those points (noisier than the rest);
+    `disturbed`: the same key -> {step: factor} for the steps of those points a busy machine slowed."""
+    slower, jitter_of, disturbed = slower or {}, jitter_of or {}, disturbed or {}
+
+    def write(run: Run) -> FabricatedRun:
+        key = _key(run)
+        return write_run(study, run, root, jitter_of.get(key, jitter), slower.get(key, 1.0), disturbed.get(key))
+
     sets = [*STUDY_SETS, *sets]
     study = load_study(paths.DEFAULT_CONFIG, sets=sets, site=SITE)
     model = paths.model_dir(root, study.site_name)
@@ -263,7 +278,7 @@ def fabricate_study(
     (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
     runs: dict[str, FabricatedRun] = {}
     for run in known_runs(build_plan(study, root=root)):
-        runs[run.run_id] = write_run(study, run, root, jitter, slower.get(_key(run), 1.0))
+        runs[run.run_id] = write(run)
 
     selections: dict[str, dict[str, Any]] = {}
     chosen: dict[str, int] = {}
@@ -284,7 +299,7 @@ def fabricate_study(
             # the selected sweep point is also the 1-node weak run
             runs[run.run_id].run = run
         else:
-            runs[run.run_id] = write_run(study, run, root, jitter, slower.get(_key(run), 1.0))
+            runs[run.run_id] = write(run)
 
     index_paths = []
     for dataset in study.datasets:
@@ -316,13 +331,17 @@ class PublishedStudy:
     report: Path
 
 
-def publish_study(root: Path, slower: dict[tuple[str, int, int], float] | None = None) -> PublishedStudy:
+def publish_study(
+    root: Path,
+    slower: dict[tuple[str, int, int], float] | None = None,
+    disturbed: dict[tuple[str, int, int], dict[int, float]] | None = None,
+) -> PublishedStudy:
     from rlvr_scaling.analysis.figures import write_figures
     from rlvr_scaling.analysis.reproduction import reproduction_rows
     from rlvr_scaling.analysis.table_files import write_tables
     from rlvr_scaling.publish.report import render_report
 
-    study = fabricate_study(root, slower=slower)
+    study = fabricate_study(root, slower=slower, disturbed=disturbed)
     reference = study.study.config.scaling.strong_reference_nodes
     published = study.study.reference()
     tables, figures, report = Path("results/tables"), Path("results/figures"), Path("results/report/study.md")

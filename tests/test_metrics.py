@@ -115,12 +115,15 @@ def test_statistics() -> None:
     low, high = bootstrap_ci([series])
     assert low < mean(series) < high and high - low < 2.0
     # Four steps: two moving blocks of two ([1, 2], [2, 3] or [3, 4], means 1.5, 2.5, 3.5), so the
-    # resampled mean's standard error is sqrt((2/3) / 2) and the interval 2.5 +- t(0.975, 1 degree) x it
-    # (t = 12.706); 2000 resamples estimate that error to a few percent.
+    # resampled mean is 1.5, 2, 2.5, 3 or 3.5 with chances 1, 2, 3, 2, 1 in 9; the standard deviation of its
+    # log is 0.24334 (by hand) and the interval 2.5 x/ exp(t(0.975, 1 degree) x it) (t = 12.706): on the log
+    # scale, centred on log 2.5; 2000 resamples estimate that spread to a few percent.
     low, high = bootstrap_ci([[1.0, 2.0, 3.0, 4.0]])
-    assert (low + high) / 2 == pytest.approx(2.5) and (high - low) / 2 == pytest.approx(
-        12.706 * (1 / 3) ** 0.5, rel=0.05
+    assert math.sqrt(low * high) == pytest.approx(2.5) and math.log(high / 2.5) == pytest.approx(
+        12.706 * 0.24334, rel=0.05
     )
+    assert low > 0  # a linear interval, 2.5 +- 12.706 x 0.577, would reach -4.8
+    assert all(math.isnan(v) for v in bootstrap_ci([[1.0, 2.0, 0.0, 3.0]]))  # not positive: no log-scale interval
     assert all(math.isnan(v) for v in bootstrap_ci([[1.0, 2.0]]))  # one block: no interval
     # a constant series has a degenerate interval; a ratio of equal series is 1
     assert bootstrap_ci([[5.0] * 10]) == (5.0, 5.0)

@@ -164,6 +164,12 @@ def _add_publish_commands(sub: Any) -> None:
     compare.add_argument("b", help="study B, compared with A")
     compare.add_argument("--output", default=None, help="folder for compare.csv/.md/.tex, compare.png, compare.txt")
     compare.add_argument("--force", action="store_true", help="compare studies of another model or workload too")
+    compare.add_argument(
+        "--margin",
+        type=float,
+        default=0.05,
+        help="equivalence margin: 'same' only when B/A's whole interval lies within 1 +- this (default 0.05)",
+    )
     compare.add_argument("--json", action="store_true", help="print rows, differences and summary as JSON")
     history = _command(sub, "history", commands.cmd_history, "the finished studies, and what moved between them", False)
     history.add_argument("--root", default=".", help="the workflow's working directory (default: .)")

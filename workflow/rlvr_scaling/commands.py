@@ -253,6 +253,13 @@ def cmd_history(args: argparse.Namespace) -> int:
             f"{entry['recorded']}  {entry['key'][:12]}  {entry['name']} on {entry['site']}  verl {entry['verl']}  "
             f"{entry['runs']} scaling points  {verdicts}"
         )
+        if entry["recorded_again"]:
+            print(f"    recorded again unchanged, last {entry['recorded_again']} ({entry['bundle']})")
+        if entry["changes"] is not None:
+            print("    changed since the last entry of this study:")
+            print(
+                "".join(f"      {line}\n" for line in entry["changes"] or ["(nothing in its runs or settings)"]), end=""
+            )
         if entry["since"] is None:
             print("    first study of its settings")
         elif entry["moved"]:
@@ -270,14 +277,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="rlvr-compare-") as scratch:
         output = Path(args.output) if args.output else None
-        found = compare_studies(Path(args.a), Path(args.b), output, args.force, Path(scratch))
+        found = compare_studies(Path(args.a), Path(args.b), output, args.force, Path(scratch), args.margin)
     if args.json:
         print_json(found, sys.stdout)
         return 0
     for row in found["rows"]:
         ratio = f"{row['ratio']:.3f} [{row['ratio_ci_low']:.3f}, {row['ratio_ci_high']:.3f}]" if row["ratio"] else "-"
         where = f"{row['dataset']:<10} {row['series']:<6} {row['nodes']:>3} node(s)"
-        print(f"{where}  B/A step time {ratio:<26} {row['verdict']}")
+        notes = []
+        if row["verdict"] == "inconclusive":
+            notes.append(f"could detect +-{row['detectable_change']:.1%}")
+        if row["disturbed"]:
+            notes.append(f"disturbed run in {row['disturbed']}")
+        note = f" ({'; '.join(notes)})" if notes else ""
+        print(f"{where}  B/A step time {ratio:<26} {row['verdict']}{note}")
     print()
     print(found["summary"])
     for path in found["written"]:

@@ -54,6 +54,8 @@ class Measured:
     mfu: dict[str, Any] | None = None
     # joules per step and trajectory (analysis.energy_use); None in summaries written before it existed
     energy: dict[str, Any] | None = None
+    # whether its steps were disturbed (analysis.disturbance); None in summaries written before it existed
+    disturbance: dict[str, Any] | None = None
 
     SPREADS = ("step_time_s", "tokens_per_step", "throughput_per_gpu", "response_length", "response_clip_ratio")
 
@@ -68,6 +70,7 @@ class Measured:
             throughput_cross_check=data["throughput_cross_check"],
             mfu=data.get("mfu"),
             energy=data.get("energy"),
+            disturbance=data.get("disturbance"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -86,6 +89,7 @@ class Measured:
             "throughput_cross_check": self.throughput_cross_check,
             **({"mfu": self.mfu} if self.mfu is not None else {}),
             **({"energy": self.energy} if self.energy is not None else {}),
+            **({"disturbance": self.disturbance} if self.disturbance is not None else {}),
         }
 
 

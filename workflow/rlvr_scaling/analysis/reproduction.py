@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rlvr_scaling.analysis.disturbance import is_disturbed
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.tables import ALL_PHASES, extra_time_rows, strong_rows, weak_rows
 from rlvr_scaling.study.sections import StudyConfig
@@ -276,8 +277,16 @@ def reproduction_rows(
                 verdict, why = judge_number(measured, entry["value"], rule)
             else:
                 verdict, why = judge_relation(entry, measured, rule)
-            rows.append(_row(entry, kind, measured, verdict, why, rule))
+            row = _row(entry, kind, measured, verdict, why, rule)
+            # the runs it is made from whose steps were disturbed (analysis.disturbance): the verdict says so
+            row["rests_on_disturbed"] = " ".join(r for r in measured.runs if _disturbed(results, r))
+            rows.append(row)
     return rows
+
+
+def _disturbed(results: StudyResults, run_id: str) -> bool:
+    summary = results.summaries.get(run_id)
+    return summary is not None and summary.measured is not None and is_disturbed(summary.measured.disturbance)
 
 
 def reproduction_findings(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> list[str]:
@@ -294,4 +303,11 @@ def reproduction_findings(rows: list[dict[str, Any]], reference: dict[str, Any] 
     )
     if counts[NOT_COMPARABLE]:
         return [head, f"Not comparable: {rows[0]['why']}."]
-    return [head, *(f"{r['id']}: {r['verdict']} ({r['why']})" for r in rows if r["verdict"] != REPRODUCED)]
+    lines = [head, *(f"{r['id']}: {r['verdict']} ({r['why']})" for r in rows if r["verdict"] != REPRODUCED)]
+    resting = [r for r in rows if r.get("rests_on_disturbed")]
+    if resting:
+        lines.append(
+            f"{len(resting)} of these verdicts rest on a run whose steps were disturbed (see Disturbed runs): "
+            + "; ".join(f"{r['id']} ({r['verdict']}, run {r['rests_on_disturbed']})" for r in resting)
+        )
+    return lines

@@ -3,9 +3,16 @@
 Steps of one run are autocorrelated (the same engines, caches and data order), so the interval
 resamples contiguous blocks of steps rather than single steps. With the study's 19 measured steps a
 percentile interval over a few blocks under-covers (simulated: 88% for independent steps, 81% for
-AR(1) steps with phi 0.3, for a nominal 95%); the interval is therefore the estimate plus or minus a
-Student t quantile times the bootstrap standard error, with one degree of freedom fewer than the
-number of blocks (the batch-means argument). tests/test_bootstrap_coverage.py checks the coverage.
+AR(1) steps with phi 0.3, for a nominal 95%); the interval therefore takes a Student t quantile times
+the bootstrap standard error, with one degree of freedom fewer than the number of blocks (the
+batch-means argument).
+
+Every figure with an interval is positive (a mean step time or throughput, a ratio of them), so the
+interval is made on the log scale and mapped back: log(estimate) +- t x the bootstrap standard error
+of log(statistic). It never reaches zero, a ratio's interval for B/A is the reciprocal of A/B's, and
+where the noise is small it is the linear interval to first order. benchmarks/interval_coverage.py
+measures the coverage (docs/interval-coverage.md); tests/test_bootstrap_coverage.py checks the cases
+it claims.
 """
 
 from __future__ import annotations
@@ -18,8 +25,13 @@ import numpy as np
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_METHOD = (
-    "95% interval: estimate +- t(blocks - 1) x moving-block bootstrap standard error over measured steps "
-    "(block length ceil(sqrt(n)), 2000 resamples, seed 0)"
+    "95% interval on the log scale: estimate x/ exp(t(blocks - 1) x moving-block bootstrap standard error of "
+    "the log of the statistic) over measured steps (block length ceil(sqrt(n)), 2000 resamples, seed 0)"
+)
+# Why the log scale, for the report and docs/study.md (stated once, with the method).
+BOOTSTRAP_WHY = (
+    "step times, throughputs and their ratios are positive, so their intervals are made on the log scale: "
+    "never below zero, and asymmetric where the noise is large, as the spread of a positive figure is"
 )
 
 
@@ -92,18 +104,24 @@ def bootstrap_ci(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Interval for statistic(*series): the statistic of the measured series +- t x its block-bootstrap
-    standard error, each series resampled on its own.
+    """Interval for a positive statistic(*series): log(statistic of the measured series) +- t x the
+    block-bootstrap standard error of log(statistic), mapped back; each series resampled on its own.
 
     `statistic` maps (resamples, n) arrays to one value per row (row_means, row_mean_ratio). Series too
-    short for two blocks have no interval (NaN).
+    short for two blocks, or holding a value that is not positive, have no interval (NaN).
     """
     if any(block_count(len(s)) < 2 for s in samples):
         return math.nan, math.nan
-    rng = np.random.default_rng(seed)
     arrays = [np.asarray(s, dtype=float) for s in samples]
+    if not all(np.all(a > 0) and np.all(np.isfinite(a)) for a in arrays):
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
     resampled = [a[block_indices(len(a), resamples, rng)] for a in arrays]
     estimate = float(statistic(*[a[None, :] for a in arrays])[0])
     degrees = min(block_count(len(a)) for a in arrays) - 1
-    half = t_quantile((1 + level) / 2, degrees) * float(statistic(*resampled).std(ddof=1))
-    return estimate - half, estimate + half
+    spread = float(np.log(statistic(*resampled)).std(ddof=1))
+    # A series without spread keeps the point as both ends: what is left of the log's spread there is
+    # the sum's round-off (~1e-16), not the steps'.
+    spread = 0.0 if spread < 1e-12 else spread
+    factor = math.exp(t_quantile((1 + level) / 2, degrees) * spread)
+    return estimate / factor, estimate * factor

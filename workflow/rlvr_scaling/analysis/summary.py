@@ -7,10 +7,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.analysis import disturbance
 from rlvr_scaling.analysis.adaptive_steps import expected_steps, stop_check
 from rlvr_scaling.analysis.energy_use import summarize_energy
 from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
-from rlvr_scaling.analysis.metrics_file import measurement_problems
+from rlvr_scaling.analysis.metrics_file import is_positive_finite, measurement_problems
 from rlvr_scaling.analysis.model_flops import summarize_mfu
 from rlvr_scaling.analysis.models import Check, Measured, RunSummary
 from rlvr_scaling.analysis.overhead import run_overhead
@@ -139,8 +140,12 @@ def summarize_run(
     checks = validity_checks(run, spec["study"], steps, problems, job)
     warmup = run["warmup_steps"] if warmup_steps is None else warmup_steps
     model = job.get("model") or {}
+    measured_steps = [s for s in steps if s["step"] > warmup]
+    timed = [
+        (s["step"], float(s["timing_s/step"])) for s in measured_steps if is_positive_finite(s.get("timing_s/step"))
+    ]
     mfu = summarize_mfu(
-        [s for s in steps if s["step"] > warmup],
+        measured_steps,
         model.get("shape"),
         model.get("reason"),
         spec["site"]["hardware"].get("peak_tflops_bf16") if peak_tflops_bf16 == PEAK_OF_SPEC else peak_tflops_bf16,
@@ -154,6 +159,7 @@ def summarize_run(
                 **summarize_steps(steps, n_gpus, warmup),
                 "mfu": mfu,
                 "energy": summarize_energy(job, run["nodes"], run["trajectories"]),
+                "disturbance": disturbance.assess(timed),
             }
         ),
         checks=checks,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlvr_scaling.analysis import scaling
+from rlvr_scaling.analysis import disturbance, scaling
 from rlvr_scaling.analysis.engine_fill import under_filled
 from rlvr_scaling.analysis.metrics import PHASES, throughput_per_gpu
 from rlvr_scaling.analysis.models import RunSummary
@@ -62,6 +62,8 @@ def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
                 "efficiency": math.nan,
                 "efficiency_ci_low": math.nan,
                 "efficiency_ci_high": math.nan,
+                # its steps vary beyond analysis.disturbance's bound: empty, or why and which steps
+                "disturbed": disturbance.short(s.measured.disturbance),
                 "run_id": s.run_id,
                 "base_run_id": base.run_id if base else None,
             }
@@ -99,6 +101,7 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
                 "speedup_ci_high": math.nan,
                 "ideal_speedup": scaling.ideal_speedup(s.nodes, reference_nodes),
                 "efficiency": math.nan,
+                "disturbed": disturbance.short(s.measured.disturbance),
                 "run_id": s.run_id,
                 "reference_run_id": ref.run_id if ref else None,
             }

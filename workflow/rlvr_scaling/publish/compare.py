@@ -14,8 +14,9 @@ from rlvr_scaling.fsutil import json_text
 # A reader wants the figures first: the measured summary, then validity, then the per-step records
 # and provenance that explain it.
 FIRST_NAMED = ("summary.", "valid", "checks", "selected", "reason", "table ")
-# Figures derived from the ones above (MFU from the phase times): named after them.
-NAMED_LAST = ("summary.mfu",)
+# Figures derived from the ones above (MFU from the phase times, whether the steps were disturbed from
+# the step times): named after them.
+NAMED_LAST = ("summary.mfu", "summary.disturbance")
 MAX_SHOWN = 5
 
 

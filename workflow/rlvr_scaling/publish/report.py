@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.analysis import disturbance
 from rlvr_scaling.analysis.adaptive_report import adaptive_findings
 from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
 from rlvr_scaling.analysis.energy_use import energy_findings
@@ -15,7 +16,7 @@ from rlvr_scaling.analysis.model_flops import mfu_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
 from rlvr_scaling.analysis.reproduction import reproduction_findings, reproduction_rows
 from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
+from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD, BOOTSTRAP_WHY
 from rlvr_scaling.analysis.sweep_savings import sweep_findings
 from rlvr_scaling.analysis.table_files import TABLES
 from rlvr_scaling.study.sections import StudyConfig
@@ -38,6 +39,25 @@ def findings(study: StudyConfig, results: StudyResults, reference: dict[str, Any
     adaptive = adaptive_findings(results, study.adaptive_steps.rule())
     if adaptive:
         lines += ["", "## Adaptive step count", "", adaptive[0], *[f"- {line}" for line in adaptive[1:]]]
+    return lines
+
+
+def disturbed_lines(results: StudyResults) -> list[str]:
+    """Every measured run whose steps varied beyond analysis.disturbance's bound, with the steps that stand out."""
+    lines = ["## Disturbed runs", "", f"A run is flagged when its {disturbance.RULE}; it stays in the tables."]
+    flagged = [
+        s
+        for s in results.summaries.values()
+        if s.measured is not None and disturbance.is_disturbed(s.measured.disturbance)
+    ]
+    lines.append("")
+    for s in sorted(flagged, key=lambda s: s.run_id):
+        series = "/".join(s.series) or "-"
+        lines.append(
+            f"- `{s.run_id}` ({s.dataset}, {series}, {s.nodes} node(s)): {disturbance.describe(s.measured.disturbance)}"
+        )
+    if not flagged:
+        lines.append("None: every run's measured steps stayed within the bound.")
     return lines
 
 
@@ -67,7 +87,8 @@ def render_report(
         "are warm-up and excluded.",
         "",
         "Throughput per GPU = (prompt + response tokens of all trajectories in a step) / (step time x GPUs). "
-        f"Means and sample standard deviations are over the measured steps; intervals: {BOOTSTRAP_METHOD}.",
+        f"Means and sample standard deviations are over the measured steps; intervals: {BOOTSTRAP_METHOD}; "
+        f"{BOOTSTRAP_WHY} (coverage measured by simulation: docs/interval-coverage.md).",
         "",
         "## Selection of the one-node workload",
         "",
@@ -78,7 +99,7 @@ def render_report(
             lines.append(f"- **{index.dataset}**: {selection['reason']}.")
         elif selection:
             lines.append(f"- **{index.dataset}**: pinned to {selection.get('prompts')} prompts per node in the config.")
-    lines += ["", *findings(study, results, reference), "", "## Tables", ""]
+    lines += ["", *findings(study, results, reference), "", *disturbed_lines(results), "", "## Tables", ""]
     for name in TABLES:
         path = tables / f"{name}.md"
         if path.exists():
