@@ -120,6 +120,11 @@ def main() -> None:
         if process.returncode != 0:
             raise SystemExit(f"the run failed (exit {process.returncode}); see {root}/results/failed")
         records = [json.loads(line) for line in (root / "results" / "runs" / run.run_id / "metrics.jsonl").open()]
+        engine = json.loads((root / "results" / "runs" / run.run_id / "job.json").read_text()).get("engine", {})
+        print(
+            f"engine hooks: {len(engine.get('cpu_affinity', []))} worker(s) bound, "
+            f"{len(engine.get('rollout_memory', []))} rollout sleep/wake events recorded"
+        )
         later = [r["data"]["timing_s/step"] for r in records[1:]]
         print(f"run {run.run_id} ({run.trajectories} trajectories per step, {run.nodes * run.gpus_per_node} worker)")
         print(f"  start-up (launch to step 1 logged, includes step 1): {first_step:.1f} s")

@@ -150,6 +150,12 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert job["container"]["packages"]["ray"] == "2.60.0" and job["container"]["base_image"]["sha256"]
     assert len(job["node_list"]) == 2
     assert "apptainer exec" in (runs[0] / "command.sh").read_text()  # container.runtime
+    # verl's worker of GPU 0 on each of the two nodes bound itself to the site's CPUs for GPU 0
+    # (launch.gpu_cpu_affinity: CPU 1), in the image (engines.hooks through VERL_USE_EXTERNAL_MODULES).
+    bound = job["engine"]["cpu_affinity"]
+    assert len({b["pid"] for b in bound}) == len(bound) == 2
+    assert all(b["gpu"] == "0" and b["cpus"] == [1] for b in bound), bound
+    assert all(b["process"] == "WorkerDict" for b in bound), bound
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
     # Two Ray clusters of two nodes each, told apart by their run tokens: the preflight's two-node

@@ -119,6 +119,12 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
         assert job["model"]["shape"]["num_hidden_layers"] == tiny["num_hidden_layers"]
         mfu = json.loads((results / "summaries" / f"{run_dir.name}.json").read_text())["summary"]["mfu"]
         assert mfu["not_measured"] == "the site file gives no hardware.peak_tflops_bf16" and mfu["by_phase"] == {}
+        # The engine hooks ran in verl's own processes: the rollout server's sleep and wake, each with
+        # what the device API says (on CPU: that there is none); no GPU-to-CPU table, no binding.
+        memory = job["engine"]["rollout_memory"]
+        assert {e["event"] for e in memory} == {"sleep", "wake_up"}, memory
+        assert all(e["server"] == "HFGenerationServer" and "no GPU" in e["before"] for e in memory)
+        assert job["engine"]["cpu_affinity"] == []
     two_node = next(r for name, r in runs.items() if "-n2-" in name)
     assert json.loads((two_node / "job.json").read_text())["workers"] == 2
     assert_no_run_processes()

@@ -23,6 +23,7 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.metrics import MEMORY_KEYS, PHASES, read_steps
 from rlvr_scaling.analysis.metrics_file import is_positive_finite
+from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR, engine_events, sleep_freed_gb
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, new_token
 from rlvr_scaling.execution.run_records import render_command, trainer_module
@@ -95,7 +96,7 @@ def run_smoke(
     command = folder / "command.sh"
     command.write_text(render_command(study, run, root, launcher.verl_args()))
     token = new_token()
-    smoke_env = {**env, TOKEN_VAR: token}
+    smoke_env = {**env, TOKEN_VAR: token, RECORD_DIR_VAR: str(folder / "engine")}
     job: dict[str, Any] = {}
 
     def before() -> Started | None:
@@ -134,6 +135,10 @@ def run_smoke(
         "peak_memory_gb": max(memory) if memory else None,
         "folder": str(folder),
     }
+    # Whether the rollout's sleep frees its share on this site (engine_options.sleep_mode), as the
+    # engine's own device API saw it; and each GPU worker's CPU binding.
+    engine = engine_events(folder / "engine")
+    record.update(engine, sleep_freed_gb=sleep_freed_gb(engine["rollout_memory"]))
     if code == 0 and len(timed) >= steps_wanted:
         return record, []
     record["error"] = _error_of(folder / "console.log")

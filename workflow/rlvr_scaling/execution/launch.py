@@ -23,6 +23,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.analysis.adaptive_steps import StopRule
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.energy import EnergyMeter
+from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR, engine_events
 from rlvr_scaling.execution.failed_runs import now, recover_leftovers
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.outcome import judge
@@ -202,7 +203,8 @@ def _run_in(
     launcher = launcher_for(study, root)
     directory.write_json("spec.json", spec_document(study, run))
     command_file = directory.write_script("command.sh", render_command(study, run, root, launcher.verl_args()))
-    env = {**os.environ, TOKEN_VAR: directory.token, **site_env}
+    # The engine hooks' records (each worker's CPU binding, the rollout's memory): in the run's folder.
+    env = {**os.environ, TOKEN_VAR: directory.token, **site_env, RECORD_DIR_VAR: str(directory.path("engine"))}
     job = job_record(study, run, root, env)
     meter = EnergyMeter(study.site.energy.source, study.site.energy.path)
     job["energy"] = {**meter.describe(), "start": meter.read()}
@@ -232,7 +234,7 @@ def _run_in(
     outcome = judge(directory.staging, run.series, exit_status, last_step)
     job.update(end=now(), seconds=round(time.monotonic() - began, 1), exit_status=code, status=outcome.status)
     job["energy"]["end"] = meter.read()
-    job.update(step_clock=clock.record())
+    job.update(step_clock=clock.record(), engine=engine_events(directory.path("engine")))
     job.update(problems=outcome.problems, memory_evidence=outcome.memory_evidence)
     directory.write_json("job.json", job)
     if outcome.lands_in_runs:

@@ -3,23 +3,42 @@ ${NAME} references to the job's environment (e.g. ${SLURM_JOB_ID}) expanded when
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 
+from rlvr_scaling.engines.hooks import AFFINITY_VAR
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.publish.secrets import is_secret_name
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.verl_args import CPU_ENGINE_ENV
 
+ENGINE_HOOKS = "rlvr_scaling.engines.hooks"
 REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def environment_templates(study: Study) -> dict[str, str]:
-    """The run's variables as the site writes them (references unexpanded)."""
+    """The run's variables as the site writes them (references unexpanded), and what loads the
+    engine hooks (rlvr_scaling.engines.hooks: the CPU engine loads them itself) with the site's
+    GPU-to-CPU table."""
     env = dict(study.site.environment)
     if study.site.cpu_engine:
         env.update(CPU_ENGINE_ENV)
+    else:
+        env["VERL_USE_EXTERNAL_MODULES"] = ENGINE_HOOKS
+    table = study.site.launch.gpu_cpu_affinity
+    if table:
+        env[AFFINITY_VAR] = json.dumps({str(gpu): cpu_list(cpus) for gpu, cpus in sorted(table.items())})
     return env
+
+
+def cpu_list(text: str) -> list[int]:
+    """A Linux CPU list ("1-7,9") as its CPUs."""
+    cpus: list[int] = []
+    for part in str(text).split(","):
+        first, _, last = part.strip().partition("-")
+        cpus += range(int(first), int(last or first) + 1)
+    return cpus
 
 
 def expanded_environment(study: Study, job_environment: dict[str, str]) -> dict[str, str]:

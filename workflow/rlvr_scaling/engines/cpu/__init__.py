@@ -8,7 +8,9 @@ No verl source file is edited; everything here is tied to verl==0.9.1 and re-val
 study whenever verl is upgraded.
 """
 
-from . import platform, rollout, shims  # noqa: F401  (registration happens on import)
+from .. import hooks  # noqa: F401  (the affinity hook and the rollout's memory record, as on GPU sites)
+from . import hf_server, platform, rollout, shims  # noqa: F401  (registration happens on import)
 
 shims.install()
 rollout.register()
+hooks.measure_sleep_and_wake(hf_server.HFGenerationServer)

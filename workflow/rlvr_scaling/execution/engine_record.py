@@ -1,0 +1,48 @@
+"""What the engine hooks (rlvr_scaling.engines.hooks) recorded in a run's processes: each worker's
+CPU binding and the device memory around the rollout's sleep and wake, for job.json and the
+preflight's engine smoke."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rlvr_scaling.engines.hooks import RECORD_DIR_VAR
+
+__all__ = ["RECORD_DIR_VAR", "engine_events", "sleep_freed_gb"]
+
+
+def _events(folder: Path) -> list[dict[str, Any]]:
+    events = []
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a killed process
+            if isinstance(event, dict):
+                events.append(event)
+    return sorted(events, key=lambda e: e.get("time", 0))
+
+
+def engine_events(folder: Path) -> dict[str, Any]:
+    """The masks each GPU's worker was bound to, and the rollout's sleep and wake with device memory."""
+    events = _events(folder)
+    return {
+        "cpu_affinity": [
+            {k: e.get(k) for k in ("host", "pid", "process", "gpu", "cpus")}
+            for e in events
+            if e.get("event") == "affinity"
+        ],
+        "rollout_memory": [e for e in events if e.get("event") in ("sleep", "wake_up")],
+    }
+
+
+def sleep_freed_gb(rollout_memory: list[dict[str, Any]]) -> float | None:
+    """Device memory the first sleep freed, over the devices it saw (None: no device figures)."""
+    for event in rollout_memory:
+        before, after = event.get("before"), event.get("after")
+        if event.get("event") == "sleep" and isinstance(before, list) and isinstance(after, list):
+            return round(sum(a["free_gb"] - b["free_gb"] for a, b in zip(after, before, strict=False)), 3)
+    return None
