@@ -40,9 +40,12 @@ def test_lumi_runs_the_images_python_with_its_binds_and_the_results_tree(tmp_pat
     study = load_study(site="lumi")
     command = python_command(study, tmp_path)[SHIM:]
     assert command[:3] == ["singularity", "exec", "--cleanenv"] and command[-1] == "/opt/venv/bin/python3"
-    binds = command[4].split(",")
+    # The engine hooks (rlvr_scaling.engines.hooks) from the clone, read-only, on the image's path.
+    assert command[3:5] == ["--env", f"PYTHONPATH={REPO}/workflow"]
+    binds = command[6].split(",")
     assert "/pfs" in binds and "/appl" in binds and str(tmp_path.resolve()) in binds
-    assert command[5] == str(tmp_path.resolve() / "results" / "containers" / "lumi" / "verl.sif")
+    assert f"{REPO}/workflow:{REPO}/workflow:ro" in binds
+    assert command[7] == str(tmp_path.resolve() / "results" / "containers" / "lumi" / "verl.sif")
     definition = render_definition(study)
     # A pinned release, never a floating `latest` link; the Megatron bridge verl 0.9.1 imports.
     assert "From: /appl/local/laifs/containers/lumi-multitorch-u24r70f21m50t210-20260807_115122/" in definition

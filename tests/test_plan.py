@@ -153,7 +153,8 @@ def test_each_dataset_has_its_own_generation_memory_share_and_lumi_runs_eager() 
     study = load_study(site="lumi", sets=["selection.gsm8k=100", "selection.dapo_math=10"])
     plan = build_plan(study, {}, Path("."))
     shares = {run.dataset: next(a for a in run.verl_args if "rollout.gpu_memory_utilization=" in a) for run in plan}
-    assert shares["gsm8k"].endswith("=0.6") and shares["dapo_math"].endswith("=0.75")
+    # LUMI's own shares (its vLLM keeps its memory while Megatron trains: config/sites/lumi.yaml)
+    assert shares["gsm8k"].endswith("=0.4") and shares["dapo_math"].endswith("=0.6")
     assert all("actor_rollout_ref.rollout.enforce_eager=True" in run.verl_args for run in plan)
 
 
