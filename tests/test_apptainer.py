@@ -251,6 +251,11 @@ def test_verl_added_the_squashfs_way_runs_real_steps_from_the_squashfs(apptainer
     # The engine smoke: two real steps of the study's one-node run, inside the image, from the SquashFS.
     smoke = passed["engine_smoke"]
     assert smoke["status"] == "succeeded" and len(smoke["step_seconds"]) == 2 and smoke["nodes"] == 1
+    assert smoke["engines"] == "the CPU engine (verl.trainer.main_ppo)" and smoke["exit_status"] == 0
+    assert all(phases.get("gen", 0) > 0 and phases.get("update_actor", 0) > 0 for phases in smoke["phase_seconds"])
+    # The rollout's sleep and wake, recorded by the engine hooks in verl's own processes inside the
+    # image; on CPU no device memory to read, so no figure of what sleep freed.
+    assert {e["event"] for e in smoke["rollout_memory"]} == {"sleep", "wake_up"} and smoke["sleep_freed_gb"] is None
     folder = apptainer_workdir / smoke["folder"]  # relative to the study folder
     records, problems = read_metrics_jsonl(folder / "metrics.jsonl")
     assert not problems and [r["step"] for r in records] == [1, 2]

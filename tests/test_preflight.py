@@ -130,7 +130,8 @@ def test_a_failed_smoke_names_the_engines_and_the_error_and_stops_the_study(
     smoke's success, with the real trainer, is in tests/test_local_study.py and tests/test_apptainer.py."""
     for key, value in STANDIN.items():
         monkeypatch.setenv(key, value)
-    study = load_study(sets=["preflight.engine_smoke_steps=2"])
+    # The local site runs no smoke (its first run proves as much); a site that does, with its engine.
+    study = edited(load_study(sets=["preflight.engine_smoke_steps=2"]), site={"engine_smoke": True})
     plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=tmp_path) if r.verl_args]
     broken = [
         dataclasses.replace(r, verl_args=[a for a in r.verl_args if not a.startswith("trainer.nnodes=")]) for r in plan
@@ -152,7 +153,7 @@ def test_a_passing_smoke_records_its_steps_in_its_own_folder_and_nothing_in_the_
     tests/test_apptainer.py inside the image, both build ways)."""
     for key, value in STANDIN.items():
         monkeypatch.setenv(key, value)
-    study = load_study(sets=["preflight.engine_smoke_steps=2"])
+    study = edited(load_study(sets=["preflight.engine_smoke_steps=2"]), site={"engine_smoke": True})
     plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=tmp_path) if r.verl_args]
     record, problems = run_smoke(study, plan, tmp_path, dict(os.environ), timeout_s=120)
     assert problems == [] and record["ran"] is True and record["status"] == "succeeded"
@@ -171,7 +172,7 @@ def test_a_passing_smoke_records_its_steps_in_its_own_folder_and_nothing_in_the_
 
 # A preflight in miniature: the engine smoke of the plan's smallest run, long enough to be killed.
 SMOKE = """
-import os, sys
+import dataclasses, os, sys
 from pathlib import Path
 from rlvr_scaling.execution.engine_smoke import run_smoke
 from rlvr_scaling.study.config import load_study
@@ -179,6 +180,7 @@ from rlvr_scaling.study.plan import build_plan
 
 root = Path(sys.argv[1])
 study = load_study(sets=["preflight.engine_smoke_steps=10"])
+study = dataclasses.replace(study, site=type(study.site).from_dict({**study.site.to_dict(), "engine_smoke": True}))
 plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=root) if r.verl_args]
 run_smoke(study, plan, root, dict(os.environ), timeout_s=600)
 """

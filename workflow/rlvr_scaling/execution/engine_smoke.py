@@ -67,6 +67,14 @@ def _error_of(console: Path) -> str:
     return (errors or lines or ["no console output"])[-1][:500]
 
 
+def no_smoke_reason(study: Study) -> str:
+    return (
+        f"site '{study.site_name}' runs no engine smoke (site engine_smoke: false): a smoke protects an expensive "
+        "allocation, and here the first run costs what a smoke costs and proves more (the same trainer, "
+        "engines and data, for all its steps)"
+    )
+
+
 def engines_of(study: Study) -> str:
     parallel = study.config.parallel
     engine = "the CPU engine" if study.site.cpu_engine else f"{parallel.rollout.engine} + {parallel.training.engine}"
@@ -80,6 +88,8 @@ def run_smoke(
     from rlvr_scaling.execution.launch import execute  # launch imports the preflight's neighbours
 
     steps_wanted = study.config.preflight.engine_smoke_steps
+    if not study.site.engine_smoke and steps_wanted > 0:
+        return {"ran": False, "reason": no_smoke_reason(study)}, []
     run = smoke_run(plan, steps_wanted, max_nodes)
     if run is None:
         reason = (

@@ -229,7 +229,9 @@ def preflight_line(study: Study, plan: list) -> str:
     where = f" on {slurm.preflight_partition or slurm.partition}" if study.site.scheduler == "slurm" else ""
     steps = study.config.preflight.engine_smoke_steps
     smoke = smoke_run([run for run in plan if isinstance(run, Run)], steps, nodes)
-    if smoke is None:
+    if not study.site.engine_smoke:
+        what = f"no engine smoke (site '{study.site_name}' runs none: its first run proves as much)"
+    elif smoke is None:
         what = (
             "no engine smoke (preflight.engine_smoke_steps is 0)" if steps <= 0 else "no engine smoke (no run to take)"
         )

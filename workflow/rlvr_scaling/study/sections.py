@@ -158,6 +158,9 @@ class Site(Section):
     container: Container | None = None  # None: runs use this host's Python
     engine_options: EngineOptions = field(default_factory=EngineOptions)
     energy: Energy = field(default_factory=Energy)
+    # The preflight's engine smoke protects an expensive allocation; where the first run costs what a
+    # smoke costs (the local site), it proves nothing more and is not run.
+    engine_smoke: bool = True
     environment: dict[str, str] = field(default_factory=dict)  # set in every run; ${NAME} expands at start
     study_overrides: dict[str, Any] = field(default_factory=dict)
 
