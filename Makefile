@@ -51,10 +51,11 @@ demo: $(STAMP)
 test: $(STAMP) $(WORKFLOW_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup
 
-# After each edit: everything that starts no trainer (real or stand-in), no Slurm job, no image build
-# and no resolve against the package index.
+# After each edit: everything that starts no trainer (real or stand-in), no Slurm job, no image build,
+# no resolve against the package index, no login-node environment and no test over 3 s that shares no
+# setup (marker heavy: README, "Tests").
 test-fast: $(STAMP)
-	$(BIN)/pytest -n 2 -m "not slow and not slurm and not apptainer and not standin and not resolve"
+	$(BIN)/pytest -n 2 -m "not slow and not slurm and not apptainer and not standin and not resolve and not workflow_env and not heavy"
 
 lint: $(STAMP)
 	$(BIN)/ruff check workflow tests benchmarks

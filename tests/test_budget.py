@@ -66,6 +66,7 @@ def test_a_finished_run_counts_what_it_measured_not_its_estimate(tmp_path: Path)
     assert cost.total == pytest.approx(sum(r.node_hours for r in known_runs(plan)) - done.node_hours + 2.5)
 
 
+@pytest.mark.heavy
 def test_over_budget_a_dry_run_warns_and_a_real_run_starts_nothing(workdir: Path) -> None:
     over = ("--cores", "2", "--config", "budget={'node_hours': 0.001}")
     dry = snakemake(workdir, "-n", *over)

@@ -107,6 +107,7 @@ VALIDATOR_PROFILES = {
 }
 
 
+@pytest.mark.heavy
 def test_the_rocrate_validator_accepts_the_crate_for_every_profile_it_declares(archive, tmp_path, monkeypatch) -> None:
     """#31: the RO-Crate community's validator, offline on the shipped RO-Crate 1.1 context, at REQUIRED
     level. Before: every profile failed ("Unable to retrieve the JSON-LD context"); with the context,

@@ -36,6 +36,7 @@ def test_a_look_that_fails_is_skipped_and_never_stops_the_run(tmp_path: Path) ->
     assert clock.record() == {}
 
 
+@pytest.mark.heavy
 def test_the_launcher_watches_the_steps_while_it_waits_and_still_times_out(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.jsonl"
     script = (

@@ -205,3 +205,18 @@ def test_run_ids_name_what_the_engine_image_is_made_of(monkeypatch: pytest.Monke
 def test_a_site_without_an_image_has_no_image_in_its_run_identity() -> None:
     run = known_runs(build_plan(load_study(site="local"), root=Path("/s")))[0]
     assert run.identity["container_base"] is None and "container_image" not in run.identity
+
+
+@pytest.mark.parametrize("variable", ["RLVR_SLURM_ACCOUNT", "SLURM_ACCOUNT", "SBATCH_ACCOUNT"])
+def test_each_documented_account_variable_reaches_the_image_builds_job(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("RLVR_SLURM_ACCOUNT", "SLURM_ACCOUNT", "SBATCH_ACCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, "project_465000002")
+    from rlvr_scaling.study.plan import build_resources
+
+    job = build_resources(load_study(site="lumi"))
+    assert job["slurm_account"] == "project_465000002"
+    # No GPU, on LUMI-C's small: the build only unpacks, installs and packs.
+    assert job["slurm_partition"] == "small" and job["slurm_extra"] == "" and job["nodes"] == 1

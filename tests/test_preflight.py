@@ -33,6 +33,7 @@ def _inputs(root: Path, study) -> None:
     (model / "config.json").write_text("{}")
 
 
+@pytest.mark.heavy
 def test_the_local_engine_passes_and_every_possible_run_is_composed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,6 +66,7 @@ def test_the_local_engine_passes_and_every_possible_run_is_composed(
     json.dumps(record)
 
 
+@pytest.mark.heavy
 def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     # No data, no model, an engine this environment lacks, and a run verl's config rejects.
     study = load_study(sets=["parallel.rollout.engine=vllm"])
@@ -105,6 +107,7 @@ def test_the_smoke_takes_the_smallest_one_node_run_cut_to_its_steps() -> None:
     assert two is not None and two.nodes == 2 and two.dataset == "gsm8k" and "trainer.nnodes=2" in two.verl_args
 
 
+@pytest.mark.heavy
 def test_a_changed_study_reruns_the_preflight(workdir: Path, tmp_path: Path) -> None:
     # Without the engine smoke (a trainer start): tested on its own below and in the Apptainer tests.
     # One dataset: which steps rerun is the point here, not how many runs the preflight composes.

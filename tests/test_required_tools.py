@@ -51,6 +51,7 @@ def _hide_commands(empty_dir: Path) -> list[str]:
     return commands
 
 
+@pytest.mark.heavy
 def test_missing_required_tools_fail_every_guarded_test_at_setup_in_one_line(tmp_path: Path) -> None:
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         reason = "needs root and unshare(1) for a private mount namespace"

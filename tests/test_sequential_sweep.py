@@ -114,6 +114,7 @@ def lumi_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 AFTER_RUNS = ["--allowed-rules", "step_settings", "summary", "sweep_step", "selection", "--config", "site=lumi"]
 
 
+@pytest.mark.heavy
 def test_a_sweep_whose_third_point_falls_off_runs_three_points_through_snakemake(
     lumi_results: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,6 +42,7 @@ PUBLISHED_SHAPE = {
 }
 
 
+@pytest.mark.heavy
 def test_every_lumi_run_composes_with_the_values_the_study_fixes() -> None:
     composed = compose_all("lumi")
     assert len(composed) == 18
