@@ -33,12 +33,23 @@ $(WORKFLOW_STAMP): envs/workflow.txt pyproject.toml
 
 workflow-env: $(WORKFLOW_STAMP)
 
+# When `make demo` started (before the environment), for where its time went (rlvr-scaling time-spent).
+DEMO_START := $(shell date +%s.%N)
+TIMELINE := results/logs/demo-timeline.txt
+
 demo: $(STAMP)
+	@mkdir -p results/logs && echo "start $(DEMO_START)" > $(TIMELINE) && echo "environment $$(date +%s.%N)" >> $(TIMELINE)
 	$(BIN)/snakemake --cores $(CORES)
+	@echo "study $$(date +%s.%N)" >> $(TIMELINE)
 	$(BIN)/snakemake --cores $(CORES) --report results/report/workflow.html
+	@echo "report $$(date +%s.%N)" >> $(TIMELINE)
 	# The bundle is packed again with the Snakemake report in it (nothing else is redone).
 	$(BIN)/snakemake --cores $(CORES)
+	@echo "bundle $$(date +%s.%N)" >> $(TIMELINE)
 	$(BIN)/rlvr-scaling verify results/bundle/*/*.tar.gz
+	@echo "verify $$(date +%s.%N)" >> $(TIMELINE)
+	@echo
+	@$(BIN)/rlvr-scaling time-spent $(TIMELINE)
 	@echo
 	@echo "The local study is done. Results:"
 	@echo "  report:  results/report/study.md, results/report/workflow.html (Snakemake report)"

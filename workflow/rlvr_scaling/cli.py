@@ -174,6 +174,11 @@ def _add_publish_commands(sub: Any) -> None:
     history = _command(sub, "history", commands.cmd_history, "the finished studies, and what moved between them", False)
     history.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
     history.add_argument("--json", action="store_true")
+    spent = _command(
+        sub, "time-spent", commands.cmd_time_spent, "where a study's time went (make demo prints it)", False
+    )
+    spent.add_argument("timeline", help="'<phase> <epoch seconds>' lines, in order (make demo writes them)")
+    spent.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
     verify = _command(sub, "verify", commands.cmd_verify, "check a bundle offline: checksums, then every number", False)
     verify.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
     verify.add_argument(

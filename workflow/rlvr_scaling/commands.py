@@ -305,6 +305,13 @@ def cmd_sign(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_time_spent(args: argparse.Namespace) -> int:
+    from rlvr_scaling.publish.time_spent import read_timeline, time_spent_lines
+
+    print("\n".join(time_spent_lines(Path(args.root), read_timeline(Path(args.timeline)))))
+    return 0
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from rlvr_scaling.publish.signing import check_signature, signature_path
     from rlvr_scaling.publish.verify import verify_bundle
