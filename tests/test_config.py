@@ -219,8 +219,10 @@ def test_command_line_values_read_as_numbers_first_and_never_as_yaml_1_1_surpris
 def test_a_section_the_site_supplies_may_be_left_out_of_the_users_config(tmp_path: Path) -> None:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     del config["model"]  # the local site brings its tiny model
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    # A whole config (JSON, as the rules hand it to each step): a YAML study file would be read over
+    # config/config.yaml, whose model it would keep.
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
     assert load_study(path).config.model.name == "tiny-qwen3"
     with pytest.raises(ConfigError) as caught:
         load_study(path, site="lumi")

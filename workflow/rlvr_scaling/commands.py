@@ -31,8 +31,10 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
+    from rlvr_scaling.inputs.data_check import check_inputs
     from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
     from rlvr_scaling.study.plan_view import (
+        datasets_line,
         lock_line,
         plan_table,
         preflight_line,
@@ -42,6 +44,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
 
     study = _load(args)
+    check_inputs(study)
     if args.nodes:
         from rlvr_scaling.analysis.prediction_view import parse_nodes, prediction_text
 
@@ -54,6 +57,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(plan_table(study, plan, root, cost_of, basis))
         for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
             print(line)
+        print(datasets_line(study))
         print(budget_line(study_cost(study, plan, root)))
         print(preflight_line(study, plan))
         print(results_line(study, Path(args.root)))
