@@ -149,12 +149,18 @@ def _reward_provenance(name: str, spec: Dataset) -> tuple[dict[str, Any], Path |
     reward = spec.reward
     if not reward.custom:
         return {"data_source": spec.data_source(name), "scorer": "verl.utils.reward_score.default_compute_score"}, None
+    path = reward_path(spec)
+    if reward.sha256 is not None and path.is_file() and sha256_file(path) != reward.sha256:
+        raise StudyError(
+            f"datasets.{name}.reward.file: {path} has sha256 {sha256_file(path)}, the study was loaded with "
+            f"{reward.sha256}: it changed since; start the workflow again (a changed reward names other runs)"
+        )
     return {
         "data_source": spec.data_source(name),
         "file": reward.file,
         "function": reward.function,
         "copy": REWARD_COPY,
-    }, reward_path(spec)
+    }, path
 
 
 def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
