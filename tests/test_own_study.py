@@ -131,7 +131,7 @@ def _plan_error(path: Path, cwd: Path = REPO) -> str:
         ),
         ({"answer": "solution"}, "datasets.my_problems.answer: the field 'solution' is not in the train rows of"),
         ({"source": "./no/such/file.jsonl"}, "datasets.my_problems.source: './no/such/file.jsonl' does not exist"),
-        ({"source": "BROKEN"}, "is not valid JSON"),
+        ({"source": "BROKEN"}, "datasets.my_problems.source: "),
         (
             {"reward": {"file": "config/examples/rewards/number_match.py", "function": "score"}},
             "datasets.my_problems.reward.function: ",
@@ -148,6 +148,8 @@ def test_plan_refuses_in_one_line_what_the_data_stage_could_not_build(
         change = {"source": str(broken)}
     line = _plan_error(example(tmp_path, my_problems=change))
     assert line.startswith("rlvr-scaling: error: ") and expected in line, line
+    if change.get("source", "").endswith("broken.jsonl"):
+        assert line.endswith("broken.jsonl line 1 is not valid JSON: Expecting value: line 1 column 1 (char 0)")
 
 
 def test_snakemake_refuses_at_start_up_as_plan_does(workdir: Path, tmp_path: Path) -> None:

@@ -34,7 +34,11 @@ def check_dataset(name: str, dataset: Dataset, cwd: Path | None = None) -> None:
         return
     for split, files in local_split_files(name, dataset, cwd).items():
         for path in files:
-            record = first_record(path)
+            try:
+                record = first_record(path)
+            except StudyError as exc:
+                key = "source" if len(files) == 1 and split == "train" else f"files.{split}"
+                raise StudyError(f"datasets.{name}.{key}: {exc}") from None
             wanted = [("question", dataset.question), ("answer", dataset.answer)]
             wanted += [("extra_info", field) for field in dataset.extra_info]
             for key, field in wanted:
