@@ -6,24 +6,31 @@ import sys
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.io import checkpoint_target
 
-from rlvr_scaling.study.config import typed_command_line
 from rlvr_scaling.snakemake_api import (
     Lookup,
+    announce,
     budget_or_exit,
     budget_warning,
     executor_fits_site_or_exit,
     load_or_exit,
     results_root_or_exit,
     container_files,
+    dataset_sources,
     effective_config_path,
     step_inputs,
+    study_config_or_exit,
     write_effective_config,
 )
 
-# --config values inside a mapping arrive as strings; read them as --set would.
-STUDY_CONFIG = typed_command_line(config, workflow.config_settings.config)
+# The study as `rlvr-scaling plan --config X` reads it: config/config.yaml with each --configfile
+# over it (a study file's datasets replace the default ones), then --config, read as --set would.
+STUDY_CONFIG = study_config_or_exit(
+    config, workflow.config_settings.configfiles, workflow.config_settings.config
+)
 STUDY = load_or_exit(STUDY_CONFIG)
 PLAN = Lookup(STUDY)
+if workflow.is_main_process:
+    announce(PLAN)
 SITE = STUDY.site_name
 DATASETS = STUDY.datasets
 # results/ may be a link to the site's storage (storage.results). The one thing done while the rules

@@ -1,10 +1,13 @@
-# Datasets in verl's parquet schema, with row counts and checksums in a manifest.
+# Datasets in verl's parquet schema, with row counts and checksums in a manifest, built as each
+# dataset's entry in the study config says (a hub repository, local files, or generated rows).
 
 
 rule dataset:
     input:
         # Source, revision and format: a changed one makes the dataset again (and names new runs).
         settings=lambda wc: STEP[f"dataset@{wc.dataset}"]["settings"],
+        # A local source's files and an own reward file.
+        sources=lambda wc: dataset_sources(STUDY, wc.dataset),
     output:
         dataset_files("{dataset}"),
     log:

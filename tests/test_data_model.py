@@ -11,7 +11,8 @@ import pytest
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.inputs import data, input_lock
 from rlvr_scaling.inputs import model as model_stage
-from rlvr_scaling.inputs.data import dapo_frames, gsm8k_frames, prepare_dataset
+from rlvr_scaling.inputs.data import prepare_dataset
+from rlvr_scaling.inputs.rows import verl_rows
 from rlvr_scaling.study.config import load_study
 
 VERL_COLUMNS = {"data_source", "prompt", "ability", "reward_model", "extra_info"}
@@ -48,19 +49,19 @@ def test_synthetic_data_is_deterministic(tmp_path: Path) -> None:
     assert first["files"] == second["files"]
 
 
-def test_gsm8k_conversion_from_the_upstream_format() -> None:
-    upstream = pd.DataFrame(
-        {"question": ["Tom has 3 apples and buys 1,200 more. How many?"], "answer": ["3 + 1200 = 1203\n#### 1,203"]}
-    )
-    frames = gsm8k_frames({"train": upstream, "val": upstream})
-    row = frames["train"].iloc[0]
+def test_gsm8k_conversion_from_the_upstream_format_by_its_config_entry() -> None:
+    gsm8k = load_study(site="lumi").dataset("gsm8k")
+    question = "Tom has 3 apples and buys 1,200 more. How many?"
+    upstream = [{"question": question, "answer": "3 + 1200 = 1203\n#### 1,203"}]
+    row = pd.DataFrame(verl_rows("gsm8k", gsm8k, {"train": upstream, "val": upstream})["train"]).iloc[0]
     assert row["data_source"] == "openai/gsm8k"
     assert row["reward_model"] == {"style": "rule", "ground_truth": "1203"}
     assert row["prompt"][0]["content"].endswith('output the final answer after "####".')
+    assert row["extra_info"] == {"split": "train", "index": 0, **upstream[0]}
     assert score(row, "so #### 1203") == 1.0
 
 
-def test_dapo_deduplicates_and_holds_out_a_slice() -> None:
+def test_dapo_deduplicates_and_holds_out_a_slice_by_its_config_entry() -> None:
     prompts = [[{"role": "user", "content": f"Solve problem {i}. Answer: $Answer"}] for i in range(40)]
     rows = [
         {
@@ -72,12 +73,14 @@ def test_dapo_deduplicates_and_holds_out_a_slice() -> None:
         }
         for i, p in enumerate(prompts)
     ]
-    upstream = pd.DataFrame(rows * 5)  # the published file repeats every prompt
-    frames = dapo_frames(upstream, val_rows=4)
+    dapo = load_study(site="lumi", sets=["datasets.dapo_math.held_out=4"]).dataset("dapo_math")
+    frames = verl_rows("dapo_math", dapo, {"train": rows * 5})  # the published file repeats every prompt
     assert len(frames["train"]) + len(frames["val"]) == 40
     assert len(frames["val"]) == 4
-    seen = {r[0]["content"] for r in frames["train"]["prompt"]} | {r[0]["content"] for r in frames["val"]["prompt"]}
+    seen = {r["prompt"][0]["content"] for r in frames["train"]} | {r["prompt"][0]["content"] for r in frames["val"]}
     assert len(seen) == 40
+    assert frames["val"][0]["reward_model"]["style"] == "rule-lighteval/MATH_v2"
+    assert frames["val"][0]["extra_info"] == {"split": "val", "index": 0}
 
 
 def test_download_path_writes_a_manifest_with_the_resolved_commit(tmp_path: Path, monkeypatch) -> None:
@@ -99,8 +102,14 @@ def test_failed_preparation_leaves_nothing_half_written_and_locks_nothing(
 
     monkeypatch.setattr(data, "_resolve_dataset", lambda repo, revision: "c0ffee")
     monkeypatch.setattr(data, "_fetch_dataset_file", broken)
-    with pytest.raises(ConnectionError):
+    # An unreachable hub is one line naming the input, its revision and the local-copy way (#43).
+    with pytest.raises(StudyError) as refused:
         prepare_dataset(load_study(site="lumi"), "gsm8k", tmp_path / "gsm8k")
+    assert str(refused.value) == (
+        "dataset openai/gsm8k at revision main: the hub cannot be reached (ConnectionError: hub unreachable); "
+        "download it where the hub is reachable (hf download openai/gsm8k --repo-type dataset --revision main "
+        "--local-dir DIR) and set datasets.gsm8k.source: ./DIR (a local folder)"
+    )
     assert list(tmp_path.iterdir()) == []
     assert input_lock.locked_entry("dataset", "openai/gsm8k", "main") is None
 

@@ -31,9 +31,11 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
+    from rlvr_scaling.inputs.data_check import check_inputs
     from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
     from rlvr_scaling.study.plan_view import (
         build_line,
+        datasets_line,
         lock_line,
         memory_table,
         plan_table,
@@ -44,6 +46,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
 
     study = _load(args)
+    check_inputs(study)
     if args.nodes:
         from rlvr_scaling.analysis.prediction_view import parse_nodes, prediction_text
 
@@ -56,6 +59,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         sys.stdout.write(plan_table(study, plan, root, cost_of, basis))
         for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
             print(line)
+        print(datasets_line(study))
         print(budget_line(study_cost(study, plan, root)))
         for line in memory_table(study, plan, root):
             print(line)

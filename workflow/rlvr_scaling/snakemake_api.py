@@ -19,9 +19,19 @@ from rlvr_scaling.execution.preflight import preflight_nodes
 from rlvr_scaling.execution.storage import link_results
 from rlvr_scaling.fsutil import write_text_atomically
 from rlvr_scaling.inputs.container import image_path, recipe_path, record_path
+from rlvr_scaling.inputs.data_check import check_inputs
+from rlvr_scaling.inputs.reward_file import reward_path
+from rlvr_scaling.inputs.sources import local_split_files
 from rlvr_scaling.step_inputs import STEP_MODULES, settings_path, settings_steps, step_code
 from rlvr_scaling.study.budget import check_budget
-from rlvr_scaling.study.config import Study, study_from_dict
+from rlvr_scaling.study.config import (
+    Study,
+    deep_merge,
+    study_document,
+    study_from_dict,
+    typed_command_line,
+    with_reward_digests,
+)
 from rlvr_scaling.study.identity import canonical_json, digest
 from rlvr_scaling.study.plan import (
     RESOURCE_NAMES,
@@ -33,7 +43,26 @@ from rlvr_scaling.study.plan import (
     known_runs,
     sbatch_resources,
 )
-from rlvr_scaling.study.plan_view import site_note
+from rlvr_scaling.study.plan_view import site_note, study_line
+
+
+def study_config_or_exit(
+    merged: dict[str, Any], configfiles: list[Any] | None, command_line: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The config this invocation means: config/config.yaml with each --configfile over it as
+    `rlvr-scaling plan --config` reads a study file (study.config.over_study: its datasets replace the
+    default ones, where Snakemake's own merge added them), then --config; with every own reward
+    file's digest filled in, so each step reads the study this start-up validated."""
+    try:
+        missing = paths.missing_parts()
+        if missing:
+            raise StudyError(missing)
+        base = study_document([Path(str(path)) for path in configfiles]) if configfiles else merged
+        study_config = deep_merge(base, command_line or {}) if configfiles else merged
+        return with_reward_digests(typed_command_line(study_config, command_line or {}))
+    except StudyError as exc:
+        print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def load_or_exit(config: dict[str, Any]) -> Study:
@@ -41,6 +70,7 @@ def load_or_exit(config: dict[str, Any]) -> Study:
     try:
         study = study_from_dict(config)
         study.require_account()
+        check_inputs(study)  # what the data and model stages will need, before any job
     except StudyError as exc:
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -63,6 +93,15 @@ def executor_fits_site_or_exit(study: Study, executor: str | None) -> None:
         file=sys.stderr,
     )
     raise SystemExit(2)
+
+
+def announce(lookup: Lookup) -> None:
+    """The study's datasets and run count, as `rlvr-scaling plan` prints them first."""
+    try:
+        print(f"rlvr-scaling: {study_line(lookup.study, lookup.plan())}", file=sys.stderr)
+    except StudyError as exc:
+        print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def budget_or_exit(lookup: Lookup) -> None:
@@ -121,6 +160,9 @@ class Lookup:
 
     def run(self, run_id: str) -> Run:
         return find_run(self._plan(), run_id)
+
+    def plan(self) -> list[PlannedRun]:
+        return self._plan()
 
     def _plan(self) -> list[PlannedRun]:
         # Resource functions ask for every job: rebuild only when a selection artifact changed, or a
@@ -200,6 +242,16 @@ def step_inputs(study: Study) -> dict[str, dict[str, Any]]:
         step: {"settings": settings_path(study, step), "code": step_code(step) if step in STEP_MODULES else []}
         for step in settings_steps(study)
     }
+
+
+def dataset_sources(study: Study, dataset: str) -> list[str]:
+    """The local files a dataset's rows are read from and its own reward file: a changed one makes the
+    dataset again (the lock then refuses a changed data file, naming it)."""
+    spec = study.dataset(dataset)
+    files = [str(reward_path(spec))] if spec.reward.custom else []
+    if spec.kind == "local":
+        files += [str(path) for split in local_split_files(dataset, spec).values() for path in split]
+    return files
 
 
 def container_files(study: Study) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.failed_runs import NOTE
-from rlvr_scaling.study.config import Study, deep_merge, read_yaml, study_from_dict
+from rlvr_scaling.study.config import Study, study_document, study_from_dict
 from rlvr_scaling.study.plan import PendingRun
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -89,11 +89,8 @@ def snakemake_args(configfiles: list[str], site: str | None) -> list[str]:
 
 
 def study_as_snakemake_reads_it(configfiles: list[str], site: str | None) -> Study:
-    """config/config.yaml with each --configfile merged over it, in order, as Snakemake merges them."""
-    raw = read_yaml(paths.DEFAULT_CONFIG) or {}
-    for path in configfiles:
-        raw = deep_merge(raw, read_yaml(Path(path)) or {})
-    return study_from_dict(raw, site=site)
+    """config/config.yaml with each --configfile over it, in order, as the workflow reads them."""
+    return study_from_dict(study_document([Path(path) for path in configfiles]), site=site)
 
 
 def last_failure(root: Path, run_id: str) -> str | None:

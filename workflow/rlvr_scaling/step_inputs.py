@@ -67,7 +67,7 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
     kind, _, part = step.partition("@")
     if kind == "dataset" and part in config.datasets:
         data = config.datasets[part]
-        return {"name": part, "format": data.format, "source": data.source, "revision": data.revision}
+        return {"name": part, **data.build_settings()}
     if step == "model":
         model = config.model
         return {

@@ -1,29 +1,29 @@
-"""The data stage: datasets in verl's parquet schema, with a manifest of row counts and checksums.
+"""The data stage: a dataset in verl's parquet schema, with a manifest of row counts and checksums.
 
-Synthetic data (the local site) is generated here; the real datasets are downloaded from the hub at
-the configured revision (at the commit config/inputs.lock.json locks, once it does: inputs/input_lock)
-and converted (GSM8K) or deduplicated and split (DAPO-Math-17K).
+What a dataset is comes from its entry in the study config (docs/own-study.md): its rows are read
+from a hub repository at the configured revision (at the commit config/inputs.lock.json locks, once
+it does: inputs/input_lock), from local files (their checksums locked the same way), or generated
+(the local site's synthetic data); then built into verl's rows by the entry's fields, answer rule,
+prompt and reward (inputs/rows). A reward file of the user's is copied beside the rows, and its
+checksum recorded in the manifest: the runs load that copy.
 """
 
 from __future__ import annotations
 
-import hashlib
+import shutil
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
 from rlvr_scaling.inputs import synthetic
-from rlvr_scaling.inputs.input_lock import check_files, locked_entry, record
-from rlvr_scaling.inputs.verl_rows import dapo_row, gsm8k_row
+from rlvr_scaling.inputs.hub import hub_call
+from rlvr_scaling.inputs.input_lock import LOCAL_REVISION, check_files, locked_entry, record
+from rlvr_scaling.inputs.reward_file import REWARD_COPY, reward_path
+from rlvr_scaling.inputs.rows import verl_rows
+from rlvr_scaling.inputs.sources import is_glob, local_root, local_split_files, matching, read_records
 from rlvr_scaling.study.config import Study
-
-SYNTHETIC_ROWS = {"train": 512, "val": 32}
-DAPO_VAL_ROWS = 256
-GSM8K_FILES = {"train": "main/train-00000-of-00001.parquet", "val": "main/test-00000-of-00001.parquet"}
-DAPO_FILE = "data/dapo-math-17k.parquet"
+from rlvr_scaling.study.sections import Dataset
 
 
 def seed_of(revision: str) -> int:
@@ -34,80 +34,17 @@ def seed_of(revision: str) -> int:
         raise ConfigError("datasets.<name>.revision", revision, "synthetic data needs a revision 'seed-N'") from None
 
 
-def synthetic_frames(fmt: str, seed: int) -> dict[str, pd.DataFrame]:
-    frames = {}
-    offset = 0
-    for split, count in SYNTHETIC_ROWS.items():
-        rows = []
-        if fmt == "gsm8k":
-            items = list(synthetic.gsm8k_rows(seed, offset + count))[offset:]
-            rows = [gsm8k_row(q, a, split, i) for i, (q, a, _) in enumerate(items)]
-        else:
-            items = list(synthetic.dapo_rows(seed, offset + count))[offset:]
-            rows = [dapo_row(p, str(v), split, i) for i, (p, v) in enumerate(items)]
-        frames[split] = pd.DataFrame(rows)
-        offset += count
-    return frames
-
-
-def gsm8k_frames(upstream: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """Upstream GSM8K (columns question, answer) -> verl rows; upstream 'test' is our 'val'."""
-    frames = {}
-    for split, frame in upstream.items():
-        missing = {"question", "answer"} - set(frame.columns)
-        if missing:
-            raise ValueError(f"GSM8K {split} file lacks columns {sorted(missing)}")
-        rows = [
-            gsm8k_row(q, a, split, i) for i, (q, a) in enumerate(zip(frame["question"], frame["answer"], strict=True))
-        ]
-        frames[split] = pd.DataFrame(rows)
-    return frames
-
-
-def _prompt_text(prompt: Any) -> str:
-    return "\n".join(str(message["content"]) for message in prompt)
-
-
-def dapo_frames(upstream: pd.DataFrame, val_rows: int = DAPO_VAL_ROWS) -> dict[str, pd.DataFrame]:
-    """DAPO-Math-17K repeats each of its 17k prompts many times: keep one of each, hold out a slice."""
-    required = {"data_source", "prompt", "reward_model"}
-    missing = required - set(upstream.columns)
-    if missing:
-        raise ValueError(f"DAPO-Math-17K file lacks columns {sorted(missing)}")
-    text = upstream["prompt"].map(_prompt_text)
-    unique = upstream.loc[~text.duplicated()].reset_index(drop=True)
-    # A fixed hash order, not the file order, decides the held-out slice.
-    order = sorted(
-        range(len(unique)), key=lambda i: hashlib.sha256(_prompt_text(unique["prompt"][i]).encode()).digest()
-    )
-    val_rows = min(val_rows, max(1, len(unique) // 10))
-    val_index, train_index = order[:val_rows], order[val_rows:]
-    frames = {}
-    for split, index in (("train", train_index), ("val", val_index)):
-        part = unique.iloc[sorted(index)].reset_index(drop=True)
-        rows = [
-            {
-                # The upstream rows are already in verl's schema: keep the prompt exactly as published.
-                "data_source": part["data_source"][i],
-                "prompt": [dict(message) for message in part["prompt"][i]],
-                "ability": part["ability"][i] if "ability" in part else "MATH",
-                "reward_model": {
-                    "style": part["reward_model"][i].get("style", "rule-lighteval/MATH_v2"),
-                    "ground_truth": str(part["reward_model"][i]["ground_truth"]),
-                },
-                "extra_info": {"split": split, "index": i},
-            }
-            for i in range(len(part))
-        ]
-        frames[split] = pd.DataFrame(rows)
-    return frames
-
-
 def _resolve_dataset(repo: str, revision: str) -> str:
     """The commit a branch (or tag, or commit) of a hub dataset names today."""
     from huggingface_hub import HfApi
 
     return HfApi().dataset_info(repo, revision=revision).sha
+
+
+def _list_dataset_files(repo: str, commit: str) -> list[str]:
+    from huggingface_hub import HfApi
+
+    return HfApi().list_repo_files(repo, repo_type="dataset", revision=commit)
 
 
 def _fetch_dataset_file(repo: str, filename: str, commit: str) -> Path:
@@ -116,52 +53,148 @@ def _fetch_dataset_file(repo: str, filename: str, commit: str) -> Path:
     return Path(hf_hub_download(repo, filename, repo_type="dataset", revision=commit))
 
 
-def _download(spec: Any, filenames: list[str]) -> tuple[dict[str, Path], str, dict[str, str], bool]:
-    """The upstream files at the locked commit (inputs/input_lock), or at the commit the revision
-    names today for an input not locked yet; their digests checked against the lock."""
-    entry = locked_entry("dataset", spec.source, spec.revision)
-    commit = entry["commit"] if entry else _resolve_dataset(spec.source, spec.revision)
-    fetched = {filename: _fetch_dataset_file(spec.source, filename, commit) for filename in filenames}
+def _hub_split_names(name: str, spec: Dataset, commit: str, entry: dict[str, Any] | None) -> dict[str, list[str]]:
+    """Per split, the repository's files its name or glob selects (a locked input: among the locked
+    files, without asking the hub)."""
+    patterns = {split: getattr(spec.files, split) for split in ("train", "val") if getattr(spec.files, split)}
+    names: list[str] | None = None
+    if any(is_glob(pattern) for pattern in patterns.values()):
+        names = sorted(entry["files"]) if entry else _hub(name, spec, lambda: _list_dataset_files(spec.source, commit))
+    found = {}
+    for split, pattern in patterns.items():
+        selected = matching(names, pattern) if names is not None else [pattern]
+        if not selected:
+            raise StudyError(f"datasets.{name}.files.{split}: {pattern!r} selects no file of {spec.source} at {commit}")
+        found[split] = selected
+    return found
+
+
+def _hub(name: str, spec: Dataset, call: Any) -> Any:
+    return hub_call("dataset", f"datasets.{name}", spec.source, str(spec.revision), call)
+
+
+def _hub_records(name: str, spec: Dataset) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], bool]:
+    """The upstream files at the locked commit, or at the commit the revision names today for an input
+    not locked yet; their digests checked against the lock."""
+    entry = locked_entry("dataset", spec.source, str(spec.revision))
+    commit = entry["commit"] if entry else _hub(name, spec, lambda: _resolve_dataset(spec.source, str(spec.revision)))
+    split_names = _hub_split_names(name, spec, commit, entry)
+    fetched = {
+        filename: _hub(name, spec, lambda filename=filename: _fetch_dataset_file(spec.source, filename, commit))
+        for filenames in split_names.values()
+        for filename in filenames
+    }
     digests = {filename: sha256_file(path) for filename, path in fetched.items()}
     if entry:
         check_files("dataset", spec.source, entry, digests)
-    return fetched, commit, digests, entry is not None
+    splits = {
+        split: [row for f in filenames for row in read_records(fetched[f])] for split, filenames in split_names.items()
+    }
+    upstream = {split: filenames if len(filenames) > 1 else filenames[0] for split, filenames in split_names.items()}
+    provenance = {
+        "revision": spec.revision,
+        "commit": commit,
+        "upstream_files": upstream,
+        "upstream_sha256": digests,
+        "locked": entry is not None,
+    }
+    return splits, provenance, entry is None
 
 
-def write_dataset(frames: dict[str, pd.DataFrame], output: Path, provenance: dict[str, Any]) -> dict[str, Any]:
-    """Write train/val parquet and the manifest atomically: a failure leaves nothing half-written."""
+def _local_records(name: str, spec: Dataset) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any], bool]:
+    """The local files, their digests checked against the lock once it holds them."""
+    root = local_root(spec)
+    split_files = local_split_files(name, spec)
+    base = root.parent if root.is_file() else root
+    names = {
+        split: [str(path.relative_to(base)) if path.is_relative_to(base) else str(path) for path in files]
+        for split, files in split_files.items()
+    }
+    paths = {n: p for split in split_files for n, p in zip(names[split], split_files[split], strict=True)}
+    digests = {n: sha256_file(p) for n, p in paths.items()}
+    entry = locked_entry("dataset", spec.source, LOCAL_REVISION)
+    if entry:
+        check_files("dataset", spec.source, entry, digests)
+    splits = {split: [row for n in names[split] for row in read_records(paths[n])] for split in split_files}
+    upstream = {split: files if len(files) > 1 else files[0] for split, files in names.items()}
+    provenance = {
+        "path": str(root),
+        "upstream_files": upstream,
+        "upstream_sha256": digests,
+        "locked": entry is not None,
+    }
+    return splits, provenance, entry is None
+
+
+def write_dataset(
+    frames: dict[str, Any], output: Path, provenance: dict[str, Any], reward_file: Path | None = None
+) -> dict[str, Any]:
+    """Write train/val parquet, the reward file's copy and the manifest atomically: a failure leaves
+    nothing half-written."""
     with staged_directory(output) as staging:
         files = {}
         for split in ("train", "val"):
             path = staging / f"{split}.parquet"
             frames[split].to_parquet(path, index=False)
             files[split] = {"file": path.name, "rows": len(frames[split]), "sha256": sha256_file(path)}
+        if reward_file is not None:
+            shutil.copyfile(reward_file, staging / REWARD_COPY)
+            provenance["reward"]["sha256"] = sha256_file(staging / REWARD_COPY)
         manifest = {**provenance, "files": files}
         (staging / "manifest.json").write_text(json_text(manifest))
     return manifest
+
+
+def _reward_provenance(name: str, spec: Dataset) -> tuple[dict[str, Any], Path | None]:
+    reward = spec.reward
+    if not reward.custom:
+        return {"data_source": spec.data_source(name), "scorer": "verl.utils.reward_score.default_compute_score"}, None
+    path = reward_path(spec)
+    if reward.sha256 is not None and path.is_file() and sha256_file(path) != reward.sha256:
+        raise StudyError(
+            f"datasets.{name}.reward.file: {path} has sha256 {sha256_file(path)}, the study was loaded with "
+            f"{reward.sha256}: it changed since; start the workflow again (a changed reward names other runs)"
+        )
+    return {
+        "data_source": spec.data_source(name),
+        "file": reward.file,
+        "function": reward.function,
+        "copy": REWARD_COPY,
+    }, path
 
 
 def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
     if dataset not in study.datasets:
         raise StudyError(f"unknown dataset {dataset!r}: the study has {', '.join(study.datasets)}")
     spec = study.dataset(dataset)
-    fmt = spec.format
-    provenance: dict[str, Any] = {"dataset": dataset, "format": fmt, "source": spec.source}
-    if spec.source == "synthetic":
-        seed = seed_of(spec.revision)
-        frames = synthetic_frames(fmt, seed)
+    reward, reward_file = _reward_provenance(dataset, spec)
+    provenance: dict[str, Any] = {
+        "dataset": dataset,
+        "source": spec.source,
+        "kind": spec.kind,
+        "settings": spec.build_settings(),
+        "reward": reward,
+    }
+    lock_after = False
+    if spec.kind == "synthetic":
+        seed = seed_of(str(spec.revision))
+        splits = synthetic.records(str(spec.generator), seed)
         provenance.update(revision=spec.revision, generator="rlvr_scaling.inputs.synthetic", seed=seed)
-        return write_dataset(frames, output, provenance)
-    filenames = list(GSM8K_FILES.values()) if fmt == "gsm8k" else [DAPO_FILE]
-    fetched, commit, digests, was_locked = _download(spec, filenames)
-    if fmt == "gsm8k":
-        frames = gsm8k_frames({split: pd.read_parquet(fetched[name]) for split, name in GSM8K_FILES.items()})
-        provenance.update(upstream_files=GSM8K_FILES)
+    elif spec.kind == "local":
+        splits, found, lock_after = _local_records(dataset, spec)
+        provenance.update(found)
     else:
-        frames = dapo_frames(pd.read_parquet(fetched[DAPO_FILE]))
-        provenance.update(upstream_files=[DAPO_FILE])
-    provenance.update(revision=spec.revision, commit=commit, upstream_sha256=digests, locked=was_locked)
-    manifest = write_dataset(frames, output, provenance)
-    if not was_locked:  # after the dataset is written: a failed conversion locks nothing
-        record("dataset", spec.source, spec.revision, commit, digests)
+        splits, found, lock_after = _hub_records(dataset, spec)
+        provenance.update(found)
+    if spec.kind == "synthetic":  # the generator made both splits: nothing to deduplicate or hold out
+        spec = Dataset.from_dict({**spec.to_dict(), "deduplicate": False})
+    rows = verl_rows(dataset, spec, splits)
+    import pandas as pd
+
+    frames = {split: pd.DataFrame(split_rows) for split, split_rows in rows.items()}
+    manifest = write_dataset(frames, output, provenance, reward_file)
+    if lock_after:  # after the dataset is written: a failed conversion locks nothing
+        revision = LOCAL_REVISION if spec.kind == "local" else str(spec.revision)
+        commit = provenance.get("commit", LOCAL_REVISION)
+        record("dataset", spec.source, revision, commit, provenance["upstream_sha256"])
     return manifest

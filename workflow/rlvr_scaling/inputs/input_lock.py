@@ -5,6 +5,8 @@ download takes the locked commit, and a file whose content no longer matches its
 stage, naming the file. Committing the lock is how a study's inputs are frozen: without it the same
 config prepares whatever `main` is on the day.
 
+Local inputs (a dataset's files, a model's folder) are locked the same way under the revision
+`local`: their first preparation records the files' digests, and a later one refuses a changed file.
 Inputs built here (the tiny model, synthetic data: named by a seed) are not locked; they are
 reproducible by construction.
 """
@@ -28,6 +30,8 @@ LOCK_FILE = "config/inputs.lock.json"
 # Another lock file (tests; a site that keeps locks apart): a path, relative to the repository.
 LOCK_FILE_VAR = "RLVR_INPUTS_LOCK"
 LOCAL_SOURCES = {"tiny", "synthetic"}
+# The revision and commit under which a local input's files are locked.
+LOCAL_REVISION = "local"
 
 
 def lock_path() -> Path:
@@ -105,14 +109,19 @@ def check_files(kind: str, source: str, entry: dict[str, Any], files: dict[str, 
 
 
 def unlocked_inputs(study: Study) -> list[str]:
-    """The hub inputs of this study that the lock does not hold yet, e.g. 'model Qwen/Qwen3-8B@main'."""
+    """The downloaded or local inputs of this study that the lock does not hold yet, e.g.
+    'model Qwen/Qwen3-8B@main', 'dataset ./data/mine.jsonl@local'."""
     wanted = []
     model = study.config.model
-    if model.source not in LOCAL_SOURCES:
+    if model.source == "local":
+        wanted.append(("model", str(model.path), LOCAL_REVISION))
+    elif model.source not in LOCAL_SOURCES:
         wanted.append(("model", model.name, str(model.revision)))
     for name in study.datasets:
         spec = study.dataset(name)
-        if spec.source not in LOCAL_SOURCES:
+        if spec.kind == "local":
+            wanted.append(("dataset", spec.source, LOCAL_REVISION))
+        elif spec.kind == "hub":
             wanted.append(("dataset", spec.source, str(spec.revision)))
     return [
         f"{kind} {source}@{revision}" for kind, source, revision in wanted if not locked_entry(kind, source, revision)

@@ -1,4 +1,5 @@
-"""The model stage: the study's model downloaded at a pinned revision, or a tiny one built here.
+"""The model stage: the study's model downloaded at a pinned revision, copied from a local folder
+(both locked with their files' digests: inputs/input_lock), or a tiny one built here.
 
 The tiny model (local site) has the Qwen3 architecture with random weights and a byte-level BPE
 tokenizer trained on the local datasets' text; the same seed gives the same files.
@@ -6,11 +7,13 @@ tokenizer trained on the local datasets' text; the same seed gives the same file
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
-from rlvr_scaling.inputs.input_lock import check_files, locked_entry, record
+from rlvr_scaling.inputs.hub import hub_call
+from rlvr_scaling.inputs.input_lock import LOCAL_REVISION, check_files, locked_entry, record
 from rlvr_scaling.inputs.synthetic import corpus
 from rlvr_scaling.study.config import Study
 
@@ -86,6 +89,21 @@ def _fetch_model(name: str, commit: str, output: Path) -> None:
     snapshot_download(name, revision=commit, local_dir=output)
 
 
+def local_model_path(path: str, cwd: Path | None = None) -> Path:
+    """model.path: relative to the working directory (the repository one runs from), ~ expanded."""
+    folder = Path(path).expanduser()
+    return folder if folder.is_absolute() else (cwd or Path.cwd()) / folder
+
+
+def _copy_model(folder: Path, output: Path) -> None:
+    """Every file of the folder (not a hub client's .cache), as it is."""
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if path.is_file() and ".cache" not in relative.parts:
+            (output / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, output / relative)
+
+
 def model_files(folder: Path) -> dict[str, dict[str, Any]]:
     """Every file of the model with its size and sha256 (not the hub client's .cache)."""
     return {
@@ -105,19 +123,27 @@ def prepare_model(study: Study, output: Path) -> dict[str, Any]:
             seed = int(str(spec.revision).removeprefix("seed-"))
             details = build_tiny_model(spec.max_context, seed, staging)
             details.update(seed=seed, architecture="Qwen3ForCausalLM", random_weights=True)
+        elif spec.source == "local":
+            folder = local_model_path(str(spec.path))
+            entry = locked_entry("model", str(spec.path), LOCAL_REVISION)
+            _copy_model(folder, staging)
+            details = {"path": str(folder), "commit": LOCAL_REVISION, "locked": entry is not None}
         else:
             entry = locked_entry("model", spec.name, spec.revision)
-            commit = entry["commit"] if entry else _resolve_model(spec.name, spec.revision)
-            _fetch_model(spec.name, commit, staging)
+            hub = lambda call: hub_call("model", "model", spec.name, str(spec.revision), call)  # noqa: E731
+            commit = entry["commit"] if entry else hub(lambda: _resolve_model(spec.name, spec.revision))
+            hub(lambda: _fetch_model(spec.name, commit, staging))
             details = {"commit": commit, "locked": entry is not None}
         manifest = {"name": spec.name, "source": spec.source, "revision": spec.revision, **details}
         # Hashed once here, where the files were just written: a bundle names the weights it was
         # measured with without reading gigabytes again.
         manifest["files"] = model_files(staging)
         digests = {name: facts["sha256"] for name, facts in manifest["files"].items()}
+        locked_as = str(spec.path) if spec.source == "local" else spec.name
+        revision = LOCAL_REVISION if spec.source == "local" else spec.revision
         if entry is not None:
-            check_files("model", spec.name, entry, digests)
+            check_files("model", locked_as, entry, digests)
         (staging / "rlvr_manifest.json").write_text(json_text(manifest))
     if spec.source != "tiny" and entry is None:
-        record("model", spec.name, spec.revision, manifest["commit"], digests)
+        record("model", locked_as, revision, manifest["commit"], digests)
     return manifest

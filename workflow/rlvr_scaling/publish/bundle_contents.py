@@ -17,6 +17,7 @@ from rlvr_scaling.fsutil import json_text, relative_to_root
 from rlvr_scaling.inputs.container import recipe_path, record_path
 from rlvr_scaling.publish.secrets import redact_record, scrub_text, secret_values_of_environment
 from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.verl_args import REWARD_COPY
 
 # The published study's numbers the verdict is made against (only when the study names one).
 REFERENCE_MEMBER = "study/reference.json"
@@ -50,9 +51,12 @@ def run_files(root: Path, run_ids: Iterable[str]) -> list[Path]:
 
 
 def input_records(study: Study, root: Path) -> list[Path]:
-    """The manifests of the data and the model, the image's recipe and build record, the preflight."""
+    """The manifests of the data and the model, a dataset's own reward file (the copy its runs loaded,
+    whose sha256 the manifest and the bundled config name), the image's recipe and build record, the
+    preflight."""
     site = study.site_name
     files = [paths.dataset_dir(root, site, dataset) / "manifest.json" for dataset in study.datasets]
+    files += [paths.dataset_dir(root, site, dataset) / REWARD_COPY for dataset in study.datasets]
     files.append(paths.model_dir(root, site) / "rlvr_manifest.json")
     if study.site.container is not None:
         files += [recipe_path(study, root), record_path(study, root)]

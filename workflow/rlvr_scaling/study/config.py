@@ -16,6 +16,7 @@ import yaml
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.reference import load_reference
 from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.fsutil import sha256_file
 from rlvr_scaling.study.sections import Container, Dataset, Site, StudyConfig
 from rlvr_scaling.study.validate import check_schema, check_semantics
 
@@ -215,6 +216,8 @@ def _read_site(name: str, sites_dir: Path, seen: tuple[str, ...] = ()) -> dict[s
 
 
 def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
+    if not sites_dir.is_dir() or not paths.SITE_SCHEMA.is_file():
+        raise StudyError(paths.missing_parts() or f"{sites_dir} is not a folder of site files")
     site = _read_site(name, sites_dir)
     path = sites_dir / f"{name}.yaml"
     check_schema(site, paths.SITE_SCHEMA, source=f"site file {path.name}")
@@ -305,6 +308,29 @@ def replaced_values(user: dict[str, Any], config: dict[str, Any], overrides: dic
     return replaced
 
 
+def with_reward_digests(config: dict[str, Any], cwd: Path | None = None) -> dict[str, Any]:
+    """The config with each dataset's own reward file's sha256 (`reward.sha256`) filled in from the
+    file, relative to the working directory: the digest enters the runs' identities, so a changed
+    reward function names other runs. A config that carries the digests (the effective config the
+    rules hand to each step, a bundle's) is read as it is, without the file."""
+    datasets = config.get("datasets")
+    if not isinstance(datasets, dict):
+        return config
+    filled = copy.deepcopy(config)
+    for name, entry in filled["datasets"].items():
+        reward = entry.get("reward") if isinstance(entry, dict) else None
+        if not isinstance(reward, dict) or not isinstance(reward.get("file"), str) or reward.get("sha256"):
+            continue
+        path = Path(reward["file"]).expanduser()
+        path = path if path.is_absolute() else (cwd or Path.cwd()) / path
+        if not path.is_file():
+            raise ConfigError(
+                f"datasets.{name}.reward.file", reward["file"], f"it must be a Python file (looked for {path})"
+            )
+        reward["sha256"] = sha256_file(path)
+    return filled
+
+
 def study_from_dict(
     raw_config: dict[str, Any], sets: list[str] | tuple[str, ...] = (), site: str | None = None
 ) -> Study:
@@ -354,6 +380,7 @@ def study_from_dict(
     for parts, value in parsed_sets:
         set_dotted(config, parts, value)
     check_schema(config, paths.CONFIG_SCHEMA, source=f"config with site '{site_name}' study_overrides")
+    config = with_reward_digests(config)
     study_config, site_record = StudyConfig.from_dict(config), Site.from_dict(site_def)
     check_semantics(study_config, site_record)
     if study_config.study.reference:  # read and checked now, not when the tables are made
@@ -363,10 +390,54 @@ def study_from_dict(
     )
 
 
+# What a study file gives whole rather than merged over config/config.yaml: its datasets are the
+# study's (not added to the default ones), and its `study` names another study (its title, authors
+# and reference are its own, or none).
+REPLACED_KEYS = ("datasets", "study")
+
+
+def over_study(base: dict[str, Any], layer: Any, source: str = "study file") -> dict[str, Any]:
+    """`layer` (a study file) over `base`: mappings merge, lists and REPLACED_KEYS replace. A pinned
+    selection the base carried for a dataset the layer's datasets no longer have is dropped."""
+    if layer is None:
+        return copy.deepcopy(base)
+    if not isinstance(layer, dict):
+        raise ConfigError("(top level)", layer, "a study file must be a mapping of config keys", source)
+    merged = deep_merge(base, {key: value for key, value in layer.items() if key not in REPLACED_KEYS})
+    for key in REPLACED_KEYS:
+        if key in layer:
+            merged[key] = copy.deepcopy(layer[key])
+    datasets, selection = layer.get("datasets"), merged.get("selection")
+    if isinstance(datasets, dict) and isinstance(selection, dict):
+        asked = layer.get("selection") if isinstance(layer.get("selection"), dict) else {}
+        merged["selection"] = {name: value for name, value in selection.items() if name in datasets or name in asked}
+    return merged
+
+
+def study_document(study_files: list[Path] | tuple[Path, ...]) -> dict[str, Any]:
+    """config/config.yaml with each study file over it, in order (over_study): what
+    `snakemake --configfile A --configfile B` and `rlvr-scaling plan --config A` read."""
+    document = read_yaml(paths.DEFAULT_CONFIG) or {}
+    for path in study_files:
+        document = over_study(document, read_yaml(Path(path)), f"study file {path}")
+    return document
+
+
+def is_whole_config(path: Path) -> bool:
+    """config/config.yaml itself, or a resolved config (JSON: the one the rules hand to each step, a
+    bundle's study/config.json): read as it is, not over the defaults."""
+    return path.suffix == ".json" or path.resolve() == paths.DEFAULT_CONFIG.resolve()
+
+
 def load_study(
     config_path: Path | str = paths.DEFAULT_CONFIG,
     sets: list[str] | tuple[str, ...] = (),
     site: str | None = None,
 ) -> Study:
-    raw = read_yaml(Path(config_path))
+    """The study a config file gives: a YAML study file is read over config/config.yaml (as
+    Snakemake's --configfile is, see study_document), config/config.yaml and JSON alone."""
+    path = Path(config_path)
+    if paths.missing_parts() and not path.suffix == ".json":
+        raise StudyError(paths.missing_parts())
+    raw = read_yaml(path) if is_whole_config(path) else study_document([path])
     return study_from_dict(raw or {}, sets=sets, site=site)

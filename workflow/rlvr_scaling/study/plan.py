@@ -109,11 +109,11 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
         "verl": cfg.software.verl,
         # max_context sizes the tiny model; a downloaded one has its own.
         "model": {k: getattr(cfg.model, k) for k in ("name", "source", "revision", "max_context")},
+        # What builds its rows (source, revision, fields, answer rule, prompt, reward with its file's
+        # sha256) and the caps and memory settings of its runs.
         "dataset": {
             "name": dataset,
-            "format": data.format,
-            "source": data.source,
-            "revision": data.revision,
+            **data.build_settings(),
             "max_prompt_length": data.max_prompt_length,
             "max_response_length": data.max_response_length,
             "memory": data.memory.to_dict(),

@@ -239,3 +239,25 @@ def preflight_line(study: Study, plan: list) -> str:
         original = smoke.run_id.removesuffix("-engine-smoke")
         what = f"an engine smoke of {steps} steps of {original} on {smoke.nodes} node(s)"
     return f"Preflight, before any run: {nodes} node(s), up to {slurm.preflight_minutes} min{where}, with {what}."
+
+
+def _dataset_label(study: Study, name: str) -> str:
+    data = study.dataset(name)
+    where = data.source if data.revision is None else f"{data.source}@{data.revision}"
+    reward = f"reward {data.reward.file}:{data.reward.function}" if data.reward.custom else data.data_source(name)
+    return f"{name} ({where}, {reward})"
+
+
+def datasets_line(study: Study) -> str:
+    """The study's datasets: where each comes from and what scores it."""
+    return "Datasets: " + ", ".join(_dataset_label(study, name) for name in study.datasets)
+
+
+def study_line(study: Study, plan: list[PlannedRun]) -> str:
+    """What Snakemake says when it starts, as `plan` does: the study's run count and datasets, so a
+    study file read two ways would show at once."""
+    pending = sum(isinstance(run, PendingRun) for run in plan)
+    return (
+        f"Study {study.name} on site '{study.site_name}': {len(plan)} runs "
+        f"({pending} pending the sweep's selection). {datasets_line(study)}"
+    )

@@ -193,9 +193,10 @@ class Software(Section):
 @dataclass(frozen=True)
 class Model(Section):
     name: str = ""
-    source: str = "huggingface"  # huggingface (downloaded at `revision`) | tiny (built on the spot)
+    source: str = "huggingface"  # huggingface (downloaded at `revision`) | local (a folder) | tiny (built here)
     revision: str = "main"
     max_context: int = 0
+    path: str | None = None  # source local: the folder, relative to the working directory or absolute
 
 
 @dataclass(frozen=True)
@@ -246,10 +247,57 @@ class DatasetEstimate(Section):
 
 
 @dataclass(frozen=True)
+class DatasetFiles(Section):
+    """Per split, a file or glob: in the hub repository, or under the local folder `source` names."""
+
+    train: str | None = None
+    val: str | None = None
+
+
+@dataclass(frozen=True)
+class GroundTruth(Section):
+    """How the ground truth is taken from the answer field (inputs.rows.ground_truth)."""
+
+    rule: str = "whole"  # whole | after_marker | last_boxed
+    marker: str | None = None  # after_marker: the text after its last occurrence
+    remove: list[str] = field(default_factory=list)  # texts removed from the result (GSM8K: ",")
+
+
+@dataclass(frozen=True)
+class Reward(Section):
+    """verl's built-in scorer for `data_source`, or a function of the user's own file."""
+
+    data_source: str | None = None  # the rows' data_source; None: the dataset's name
+    style: str = "rule"  # reward_model.style
+    file: str | None = None  # a Python file (relative to the working directory, or absolute)
+    function: str = "compute_score"
+    sha256: str | None = None  # the file's, filled in when the study is loaded (study.config)
+
+    @property
+    def custom(self) -> bool:
+        return self.file is not None
+
+
+# What `source` may be besides a hub id or a path.
+SYNTHETIC = "synthetic"
+LOCAL_PREFIXES = ("/", "./", "../", "~/")
+
+
+@dataclass(frozen=True)
 class Dataset(Section):
-    format: str = ""  # how rows are built: gsm8k | dapo_math
-    source: str = ""  # a Hugging Face dataset, or `synthetic`
-    revision: str = "main"
+    source: str = ""  # a hub dataset id, a local file or folder (a path: /, ./, ../), or `synthetic`
+    revision: str | None = None  # hub: branch, tag or commit; synthetic: seed-N; local: none
+    files: DatasetFiles = field(default_factory=DatasetFiles)
+    held_out: int | None = None  # val rows held out of train in a fixed hash order (no files.val)
+    deduplicate: bool = False  # keep the first row of each prompt
+    generator: str | None = None  # synthetic: which toy problems stand in for the upstream rows
+    question: str = "question"  # the field (dotted for nested) holding the question
+    answer: str = "answer"  # the field holding the answer
+    ground_truth: GroundTruth = field(default_factory=GroundTruth)
+    prompt: str = "{question}"  # the user message; {question} is replaced by the question
+    ability: str = "math"
+    extra_info: list[str] = field(default_factory=list)  # fields copied into each row's extra_info
+    reward: Reward = field(default_factory=Reward)
     max_prompt_length: int = 0
     max_response_length: int = 0
     memory: Memory = field(default_factory=Memory)
@@ -259,6 +307,21 @@ class Dataset(Section):
     @property
     def max_length(self) -> int:
         return self.max_prompt_length + self.max_response_length
+
+    @property
+    def kind(self) -> str:
+        """hub, local or synthetic: where the rows come from."""
+        if self.source == SYNTHETIC:
+            return "synthetic"
+        return "local" if self.source.startswith(LOCAL_PREFIXES) else "hub"
+
+    def data_source(self, name: str) -> str:
+        return self.reward.data_source or name
+
+    def build_settings(self) -> dict[str, Any]:
+        """The keys that decide the rows (not the lengths, memory, sweep and estimate of the runs)."""
+        runs_only = ("max_prompt_length", "max_response_length", "memory", "sweep", "estimate")
+        return {key: value for key, value in self.to_dict().items() if key not in runs_only}
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import string
 import warnings
 from pathlib import Path
@@ -13,8 +14,10 @@ import jsonschema
 import yaml
 
 from rlvr_scaling.errors import MISSING, ConfigError
-from rlvr_scaling.study.sections import Site, StudyConfig
+from rlvr_scaling.study.sections import Dataset, Site, StudyConfig
 
+# Where a dataset's prompt template puts the question.
+PLACEHOLDER = "{question}"
 # Placeholders a site may use in container.binds and container.python (expanded by the launcher).
 CONTAINER_PLACEHOLDERS = ("python_prefix", "python_base_prefix", "repo")
 
@@ -93,6 +96,7 @@ def check_schema(document: Any, schema_path: Path, source: str = "config", ignor
 def check_semantics(config: StudyConfig, site: Site) -> None:
     """What a schema cannot express: parallel layouts, caps against context, node lists."""
     _check_parallel(config, site)
+    _check_model(config)
     _check_datasets(config)
     _check_strong_reference(config)
     _check_container(site)
@@ -120,9 +124,89 @@ def _check_parallel(config: StudyConfig, site: Site) -> None:
         )
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+SEED = re.compile(r"seed-[0-9]+")
+
+
+def _check_dataset_source(name: str, dataset: Dataset) -> None:
+    """Where the rows come from: what each kind of source needs (the files are checked by the data
+    stage's own check, inputs.data_check, when a study is planned)."""
+    key = f"datasets.{name}"
+    kind = dataset.kind
+    if kind == "hub" and not HUB_ID.fullmatch(dataset.source):
+        raise ConfigError(
+            f"{key}.source",
+            dataset.source,
+            "a hub dataset id (owner/name), a local file or folder as a path starting with /, ./ or ../, "
+            "or 'synthetic'",
+        )
+    if kind == "hub" and dataset.revision is None:
+        raise ConfigError(f"{key}.revision", MISSING, "a hub dataset needs its branch, tag or commit (e.g. main)")
+    if kind == "local" and dataset.revision is not None:
+        raise ConfigError(
+            f"{key}.revision",
+            dataset.revision,
+            "a local source has no revision: its files' checksums are locked in config/inputs.lock.json",
+        )
+    if kind == "synthetic":
+        if dataset.generator is None:
+            raise ConfigError(f"{key}.generator", MISSING, "synthetic data needs its generator (gsm8k or dapo_math)")
+        if dataset.revision is None or not SEED.fullmatch(dataset.revision):
+            raise ConfigError(f"{key}.revision", dataset.revision, "synthetic data needs a revision 'seed-N'")
+        return  # the generator makes both splits
+    if dataset.generator is not None:
+        raise ConfigError(f"{key}.generator", dataset.generator, "only a synthetic source has a generator")
+    if kind == "hub" and dataset.files.train is None:
+        raise ConfigError(
+            f"{key}.files.train", MISSING, "a hub dataset names its training file (or glob) in the repository"
+        )
+    if dataset.files.val is not None and dataset.held_out is not None:
+        raise ConfigError(
+            f"{key}.held_out", dataset.held_out, "either files.val or held_out gives the validation rows, not both"
+        )
+    if dataset.files.val is None and dataset.held_out is None:
+        raise ConfigError(
+            f"{key}.files.val",
+            MISSING,
+            "the validation rows come from a file (files.val) or are held out of train (held_out: N)",
+        )
+
+
+def _check_dataset_rows(name: str, dataset: Dataset) -> None:
+    """How rows are built: the answer rule's marker, the prompt's placeholder, the reward."""
+    key = f"datasets.{name}"
+    rule = dataset.ground_truth
+    if rule.rule == "after_marker" and rule.marker is None:
+        raise ConfigError(f"{key}.ground_truth.marker", MISSING, "the rule after_marker needs its marker (e.g. '####')")
+    if rule.rule != "after_marker" and rule.marker is not None:
+        raise ConfigError(f"{key}.ground_truth.marker", rule.marker, f"the rule {rule.rule} takes no marker")
+    if dataset.prompt.count(PLACEHOLDER) != 1:
+        raise ConfigError(f"{key}.prompt", dataset.prompt, f"the prompt template must hold {PLACEHOLDER} exactly once")
+    reward = dataset.reward
+    if not reward.custom and reward.data_source is None:
+        raise ConfigError(
+            f"{key}.reward",
+            reward.to_dict(),
+            "verl's built-in scorer is chosen by reward.data_source (openai/gsm8k, math_dapo, "
+            "DigitalLearningGmbH/MATH-lighteval, ...); your own needs reward.file and reward.function",
+        )
+
+
+def _check_model(config: StudyConfig) -> None:
+    model = config.model
+    if model.source == "local" and model.path is None:
+        raise ConfigError("model.path", MISSING, "a local model names its folder (config.json, weights, tokenizer)")
+    if model.source != "local" and model.path is not None:
+        raise ConfigError(
+            "model.path", model.path, f"only model.source: local reads a folder (source is {model.source})"
+        )
+
+
 def _check_datasets(config: StudyConfig) -> None:
     context = config.model.max_context
     for name, dataset in config.datasets.items():
+        _check_dataset_source(name, dataset)
+        _check_dataset_rows(name, dataset)
         total = dataset.max_length
         if total > context:
             raise ConfigError(

@@ -7,6 +7,9 @@ from pathlib import Path
 from rlvr_scaling import paths
 from rlvr_scaling.study.sections import Dataset, Memory, Site, StudyConfig, Training
 
+# The name of a dataset's own reward file beside its rows (inputs.reward_file, which copies it there).
+REWARD_COPY = "reward.py"
+
 # The local engine's settings, each the fix for an obstacle of verl on CPU (docs/cpu-engine.md).
 CPU_ENGINE_ARGS = [
     "trainer.device=cpu",
@@ -79,10 +82,22 @@ def build_verl_args(
         "actor_rollout_ref.actor.use_kl_loss=False",
         "actor_rollout_ref.actor.use_dynamic_bsz=True",
         f"actor_rollout_ref.actor.ppo_max_token_len_per_gpu={data.memory.token_budget}",
+        *_reward_args(data, data_dir),
         *_rollout_args(config, data, concurrency),
         *_trainer_args(config, site, nodes, experiment_name),
         *_training_engine_args(config.parallel.training, data.memory),
         *_site_args(site, nodes, config.parallel.training),
+    ]
+
+
+def _reward_args(data: Dataset, data_dir: Path) -> list[str]:
+    """A dataset's own reward function: the copy the data stage put beside its rows (verl's
+    custom_reward_function); else verl's built-in scorer, chosen by the rows' data_source."""
+    if not data.reward.custom:
+        return []
+    return [
+        f"reward.custom_reward_function.path={data_dir / REWARD_COPY}",
+        f"reward.custom_reward_function.name={data.reward.function}",
     ]
 
 

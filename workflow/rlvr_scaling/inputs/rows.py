@@ -1,0 +1,162 @@
+"""Rows in exactly the schema verl's RL dataset reads, built from any dataset's records as its entry in
+the study config says (its `question`, `answer`, `ground_truth`, `prompt`, `reward`, `extra_info`).
+
+The row's data_source selects verl's scorer (verl.utils.reward_score.default_compute_score):
+'openai/gsm8k' scores the last '#### n', 'math_dapo' the 'Answer:' line, the MATH sets the last
+\\boxed{}; a dataset with its own reward file gets its function instead (study.verl_args).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.study.sections import Dataset
+from rlvr_scaling.study.validate import PLACEHOLDER
+
+# What a record field holding a chat may be: a list of {role, content}, as parquet gives it back.
+SEQUENCES = (list, tuple)
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, SEQUENCES) or type(value).__name__ == "ndarray"
+
+
+def field_value(record: dict[str, Any], path: str) -> Any:
+    """The value of a dotted field; KeyError naming the first part that is not there."""
+    value: Any = record
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise KeyError(path)
+        value = value[part]
+    return value
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last \\boxed{...} (or \\fbox{...}), braces matched; None if there is none."""
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    rest = text[start:]
+    if rest.startswith("\\boxed "):  # \boxed 5: up to the end of the formula
+        return rest[len("\\boxed ") :].split("$")[0].strip()
+    opening = rest.find("{")
+    if opening < 0:
+        return None
+    depth = 0
+    for position in range(opening, len(rest)):
+        if rest[position] == "{":
+            depth += 1
+        elif rest[position] == "}":
+            depth -= 1
+            if depth == 0:
+                return rest[opening + 1 : position]
+    return None
+
+
+def ground_truth(answer: Any, dataset: Dataset) -> str:
+    """The ground truth from the answer field by the dataset's rule; ValueError saying why not."""
+    rule = dataset.ground_truth
+    text = str(answer)
+    if rule.rule == "after_marker":
+        marker = str(rule.marker)
+        if marker not in text:
+            raise ValueError(f"the answer has no {marker!r}: {text[-80:]!r}")
+        text = text.rsplit(marker, 1)[1].strip()
+    elif rule.rule == "last_boxed":
+        boxed = last_boxed(text)
+        if boxed is None:
+            raise ValueError(f"the answer has no \\boxed{{}}: {text[-80:]!r}")
+        text = boxed.strip()
+    elif rule.rule != "whole":
+        raise ValueError(f"unknown ground_truth rule {rule.rule!r}")
+    for removed in rule.remove:
+        text = text.replace(removed, "")
+    return text
+
+
+def prompt_messages(question: Any, template: str) -> list[dict[str, Any]]:
+    """The chat verl renders: a question that is already a chat is kept as published; a text becomes
+    one user message, the template's {question} replaced by it (no other brace is special)."""
+    if _is_sequence(question):
+        return [dict(message) for message in question]
+    return [{"role": "user", "content": template.replace(PLACEHOLDER, str(question))}]
+
+
+def prompt_text(prompt: Iterable[dict[str, Any]]) -> str:
+    return "\n".join(str(message["content"]) for message in prompt)
+
+
+def build_row(
+    name: str, dataset: Dataset, record: dict[str, Any], prompt: list[dict[str, Any]], split: str, index: int
+):
+    """One verl row; StudyError naming the dataset, split, row and field for a record it cannot use."""
+    where = f"dataset {name}, {split} row {index}"
+    try:
+        truth = ground_truth(field_value(record, dataset.answer), dataset)
+        kept = {path: field_value(record, path) for path in dataset.extra_info}
+    except KeyError as missing:
+        raise StudyError(f"{where}: it has no field {missing.args[0]!r} (datasets.{name})") from None
+    except ValueError as exc:
+        raise StudyError(f"{where}: {exc} (datasets.{name}.ground_truth)") from None
+    return {
+        "data_source": dataset.data_source(name),
+        "prompt": prompt,
+        "ability": dataset.ability,
+        "reward_model": {"style": dataset.reward.style, "ground_truth": truth},
+        "extra_info": {"split": split, "index": index, **kept},
+    }
+
+
+def prompts_of(name: str, dataset: Dataset, records: list[dict[str, Any]], split: str) -> list[list[dict[str, Any]]]:
+    prompts = []
+    for index, record in enumerate(records):
+        try:
+            question = field_value(record, dataset.question)
+        except KeyError:
+            raise StudyError(
+                f"dataset {name}, {split} row {index}: it has no field {dataset.question!r} (datasets.{name}.question)"
+            ) from None
+        prompts.append(prompt_messages(question, dataset.prompt))
+    return prompts
+
+
+def verl_rows(name: str, dataset: Dataset, splits: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """train and val rows from the source's records per split ('val' absent: held out of train)."""
+    prepared = {
+        split: list(zip(records, prompts_of(name, dataset, records, split), strict=True))
+        for split, records in splits.items()
+    }
+    if dataset.deduplicate:
+        prepared = {split: _unique(pairs) for split, pairs in prepared.items()}
+    if "val" not in prepared:
+        prepared["train"], prepared["val"] = _held_out(prepared["train"], dataset.held_out or 1)
+    return {
+        split: [
+            build_row(name, dataset, record, prompt, split, i) for i, (record, prompt) in enumerate(prepared[split])
+        ]
+        for split in ("train", "val")
+    }
+
+
+def _unique(pairs: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list:
+    """The first row of each prompt, in file order."""
+    seen: set[str] = set()
+    kept = []
+    for pair in pairs:
+        text = prompt_text(pair[1])
+        if text not in seen:
+            seen.add(text)
+            kept.append(pair)
+    return kept
+
+
+def _held_out(pairs: list, count: int) -> tuple[list, list]:
+    """A fixed hash order of the prompts, not the file order, decides the held-out slice (at most a
+    tenth of the rows); both parts keep the file order."""
+    order = sorted(range(len(pairs)), key=lambda i: hashlib.sha256(prompt_text(pairs[i][1]).encode()).digest())
+    count = min(count, max(1, len(pairs) // 10))
+    val, train = set(order[:count]), set(order[count:])
+    return [pairs[i] for i in sorted(train)], [pairs[i] for i in sorted(val)]
