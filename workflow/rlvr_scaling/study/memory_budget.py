@@ -76,16 +76,20 @@ class RunMemory:
         return {**asdict(self), "fits": self.fits}
 
 
-def shape_for(model_name: str, root: Path, site: str) -> tuple[ModelShape | None, str]:
-    """The model's shape: its downloaded config.json, else the one shipped for that hub id
-    (config/models/<org>__<name>.json); None and why when neither is there."""
-    for path in (paths.model_dir(root, site) / "config.json", SHAPES_DIR / f"{model_name.replace('/', '__')}.json"):
+def shape_for(model: Any, root: Path, site: str) -> tuple[ModelShape | None, str]:
+    """The model's shape: a local folder's config.json (model.source local), the downloaded one, else
+    the one shipped for that hub id (config/models/<org>__<name>.json); None and why when none is there."""
+    candidates = [paths.model_dir(root, site) / "config.json", SHAPES_DIR / f"{model.name.replace('/', '__')}.json"]
+    if model.source == "local" and model.path:
+        folder = Path(model.path)
+        candidates.insert(0, (folder if folder.is_absolute() else root / folder) / "config.json")
+    for path in candidates:
         if path.is_file():
             try:
                 return ModelShape.from_hf_config(json.loads(path.read_text())), str(path)
             except (ValueError, UnicodeDecodeError) as error:
                 return None, f"{path}: {error}"
-    return None, f"no config.json for {model_name} (download the model, or ship {SHAPES_DIR}/<org>__<name>.json)"
+    return None, f"no config.json for {model.name} (download the model, or ship {SHAPES_DIR}/<org>__<name>.json)"
 
 
 def parameters(shape: ModelShape) -> int:
@@ -207,7 +211,7 @@ def memory_of(
     site, cfg = study.site, study.config
     if site.cpu_engine or not site.hardware.gpu_memory_gb:
         return None
-    shape, _ = shape_for(cfg.model.name, root, site.name)
+    shape, _ = shape_for(cfg.model, root, site.name)
     if shape is None:
         return None
     data = cfg.datasets[dataset]

@@ -185,10 +185,13 @@ def memory_table(study: Study, plan: list[PlannedRun], root: Path) -> list[str]:
             ]
         )
     if not rows:
-        return []
+        if study.site.cpu_engine or not known_runs(plan):
+            return []
+        _, why = shape_for(study.config.model, root, study.site_name)
+        return [f"Memory per GPU: not computed, {why}: a run over a GPU's memory is not refused before it starts."]
     header = ["run_id", "vllm", "held", "megatron", "activ", "logits", "gen_peak", "train_peak", "kv/need", "fits"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    _, source = shape_for(study.config.model.name, root, study.site_name)
+    _, source = shape_for(study.config.model, root, study.site_name)
     from rlvr_scaling.study.memory_budget import sleep_mode_available
 
     sleep = "frees" if sleep_mode_available(study.site) else "keeps"
