@@ -25,7 +25,9 @@ include: "rules/bundle.smk"
 # are read, so that a dry run writes nothing.
 onstart:
     # Nothing is submitted to a cluster for a site that runs here, nor over budget.node_hours.
-    executor_fits_site_or_exit(STUDY, getattr(workflow.executor_plugin, "name", None))
+    executor_fits_site_or_exit(
+        STUDY, getattr(workflow.executor_plugin, "name", None)
+    )
     budget_or_exit(PLAN)
     write_effective_config(STUDY_CONFIG)
 
