@@ -108,14 +108,19 @@ def test_an_own_reward_file_names_its_runs_by_its_content(tmp_path: Path) -> Non
     assert {i for i in before if i.startswith("my_problems")}.isdisjoint(after)
 
 
-def _plan_error(path: Path, cwd: Path = REPO) -> str:
-    done = subprocess.run(
+def _plan(path: Path, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """`rlvr-scaling plan --config path` from `cwd`, with an account."""
+    return subprocess.run(
         [PYTHON, "-m", "rlvr_scaling", "plan", "--config", str(path)],
         capture_output=True,
         text=True,
         cwd=cwd,
         env={**os.environ, **ACCOUNT},
     )
+
+
+def _plan_error(path: Path, cwd: Path = REPO) -> str:
+    done = _plan(path, cwd)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -163,14 +168,9 @@ def test_a_study_file_gives_the_same_study_to_plan_and_snakemake(workdir: Path) 
     """Its datasets replace the default ones (Snakemake's own merge added gsm8k and dapo_math to them);
     both say so, with the run count, when they start."""
     study = REPO / "config" / "examples" / "own-study.yaml"
-    planned = subprocess.run(
-        [PYTHON, "-m", "rlvr_scaling", "plan", "--config", str(study)],
-        capture_output=True,
-        text=True,
-        cwd=workdir,
-        env={**os.environ, **ACCOUNT},
-        check=True,
-    ).stdout
+    done = _plan(study, workdir)
+    assert done.returncode == 0, done.stderr
+    planned = done.stdout
     dry = snakemake(workdir, "-n", "--configfile", str(study), env=ACCOUNT)
     datasets = next(line for line in planned.splitlines() if line.startswith("Datasets: "))
     header = planned.splitlines()[0]
