@@ -31,11 +31,14 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.model_flops import ModelShape
 from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.sections import Model, Site
 
 GB = 1e9
 # Device contexts (vLLM's and Megatron's processes) and RCCL/NCCL buffers per GPU: an allowance, not
@@ -76,7 +79,7 @@ class RunMemory:
         return {**asdict(self), "fits": self.fits}
 
 
-def shape_for(model: Any, root: Path, site: str) -> tuple[ModelShape | None, str]:
+def shape_for(model: Model, root: Path, site: str) -> tuple[ModelShape | None, str]:
     """The model's shape: a local folder's config.json (model.source local), the downloaded one, else
     the one shipped for that hub id (config/models/<org>__<name>.json); None and why when none is there."""
     candidates = [paths.model_dir(root, site) / "config.json", SHAPES_DIR / f"{model.name.replace('/', '__')}.json"]
@@ -159,7 +162,7 @@ def run_memory(
     )
 
 
-def largest_fitting_share(fit: Any, start: float) -> float | None:
+def largest_fitting_share(fit: Callable[[float], bool], start: float) -> float | None:
     """The largest rollout share, in steps of 0.05 below `start`, for which `fit(share)` holds."""
     share = round(math.floor(start * 20 - 1e-9) / 20, 2)
     while share >= 0.1:
@@ -198,13 +201,13 @@ def refusal(dataset: str, nodes: int, trajectories: int, memory: RunMemory, fixe
     )
 
 
-def sleep_mode_available(site: Any) -> bool:
+def sleep_mode_available(site: Site) -> bool:
     """verl turns vLLM's sleep mode on by default; a site says when its vLLM cannot free memory."""
     return site.engine_options.sleep_mode != "unavailable"
 
 
 def memory_of(
-    study: Any, dataset: str, nodes: int, trajectories_per_engine: float, root: Path, **changed: Any
+    study: Study, dataset: str, nodes: int, trajectories_per_engine: float, root: Path, **changed: Any
 ) -> RunMemory | None:
     """A run's memory per GPU on a GPU site whose model shape is known, else None. `changed` tries
     another setting (rollout_share, recompute, offload, sleep_mode) in place of the study's."""
@@ -244,7 +247,7 @@ def memory_of(
 
 
 def check_run_memory(
-    study: Any, dataset: str, nodes: int, trajectories: int, per_engine: float, root: Path
+    study: Study, dataset: str, nodes: int, trajectories: int, per_engine: float, root: Path
 ) -> RunMemory | None:
     """The run's memory; a ConfigError naming the part that does not fit and the settings that would."""
     memory = memory_of(study, dataset, nodes, per_engine, root)
