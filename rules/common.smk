@@ -3,8 +3,15 @@ import os
 import shlex
 import sys
 
+from pathlib import Path
+
 from snakemake.exceptions import IncompleteCheckpointException
 from snakemake.io import checkpoint_target
+
+# This clone's package, wherever the workflow environment's rlvr_scaling was installed from: one
+# environment serves every clone of a lab, each running its own code (here and in every job).
+CLONE_PACKAGE = str(Path(workflow.main_snakefile).resolve().parent / "workflow")
+sys.path.insert(0, CLONE_PACKAGE)
 
 from rlvr_scaling.snakemake_api import (
     Lookup,
@@ -43,7 +50,10 @@ if workflow.is_main_process:
 # The CLI steps read exactly the config this invocation validated (including --config overrides),
 # through the same interpreter as Snakemake's: jobs need no activated environment.
 STUDY_FILE = effective_config_path(STUDY_CONFIG)
-CLI = f"{shlex.quote(sys.executable)} -m rlvr_scaling"
+CLI = (
+    f"PYTHONPATH={shlex.quote(CLONE_PACKAGE)}${{PYTHONPATH:+:$PYTHONPATH}} "
+    f"{shlex.quote(sys.executable)} -m rlvr_scaling"
+)
 STUDY_ARGS = f"--config {STUDY_FILE}"
 MODEL_DIR = f"results/models/{SITE}"
 # The bundle's directory: it holds <study>-<site>-<date>.tar.gz, dated by the day its last run ended,

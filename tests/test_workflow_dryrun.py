@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -229,3 +230,19 @@ def test_the_nvidia_example_site_plans_and_dry_runs_with_its_gpus_in_the_image(w
     command = python_command(load_study(site="nvidia-example"), workdir)
     # Behind the shell that passes the run's variables into the clean environment (4 words).
     assert command[4:8] == ["apptainer", "exec", "--cleanenv", "--nv"] and command[-1] == "python3"
+
+
+def test_another_clone_runs_its_own_code_with_the_same_environment(tmp_path: Path) -> None:
+    """One workflow environment (installed from this repository) serves a lab's every clone: Snakemake
+    in another clone reads that clone's package, and its jobs run it (#43)."""
+    clone = tmp_path / "other-clone"
+    shutil.copytree(REPO / "workflow" / "rlvr_scaling", clone / "workflow" / "rlvr_scaling")
+    for name in ("Snakefile", "rules"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, clone / name)
+    for name in ("config", "profiles", "report"):
+        (clone / name).symlink_to(REPO / name)
+    init = clone / "workflow" / "rlvr_scaling" / "__init__.py"
+    init.write_text(init.read_text() + "\nimport sys\nprint('the other clone s package', file=sys.stderr)\n")
+    result = snakemake(clone, "-n", "--cores", "2", "-p")
+    assert "the other clone s package" in result.stderr
+    assert f"PYTHONPATH={clone}/workflow" in result.stdout and f"PYTHONPATH={REPO}/workflow" not in result.stdout
