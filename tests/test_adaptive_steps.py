@@ -208,8 +208,8 @@ def test_without_the_rule_the_clock_never_stops(tmp_path: Path) -> None:
 
 
 def test_a_stop_ends_every_process_of_the_run_and_says_so(tmp_path: Path) -> None:
-    # A stand-in for verl (this is the launcher's part; the real trainer stopping early is the last
-    # test): it logs a steady step every 0.3 s for a minute, and leaves a child behind.
+    # A stand-in for verl (this is the launcher's part; the real trainer stopping early: the own study's
+    # end-to-end test): it logs a steady step every 0.3 s for a minute, and leaves a child behind.
     metrics = tmp_path / "metrics.jsonl"
     writer = (
         "import json, subprocess, sys, time\n"
@@ -415,7 +415,7 @@ ADAPTIVE = (
 )
 
 
-def _check_stopped_runs(results: Path, run_dirs: list[Path], steps: int) -> None:
+def check_stopped_runs(results: Path, run_dirs: list[Path], steps: int) -> None:
     for run_dir in run_dirs:
         job = json.loads((run_dir / "job.json").read_text())
         stop = job["adaptive_stop"]
@@ -439,33 +439,6 @@ def _verified(results: Path, runs: int) -> None:
     assert verified.returncode == 0 and f"{runs} summaries" in verified.stdout, verified.stdout + verified.stderr
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("local-engine")
-def test_the_real_trainer_stops_early_and_the_study_reports_what_it_saved(workdir: Path, tmp_path: Path) -> None:
-    # One run of up to 40 steps (the pinned workload's 1-node weak and strong run), with a rule loose
-    # enough for CPU step times to meet it early. The production path on real step times: launch
-    # through Snakemake, verl's processes ended by the launcher, the steps kept up to the stop, the
-    # summary and the bundle's verification checking the stop again. Without the preflight's engine
-    # smoke, a second start of the same trainer: the shared local study's preflight takes it
-    # (tests/test_local_study.py), so this test starts verl once.
-    study = tmp_path / "adaptive.yaml"
-    study.write_text(
-        "only_datasets: [gsm8k]\noverrides:\n  selection.gsm8k: 2\n  algorithm.steps: 40\n"
-        "  scaling.weak_nodes: [1]\n  scaling.strong_nodes: [1]\n  scaling.strong_reference_nodes: 1\n"
-        "  preflight.engine_smoke_steps: 0\n" + ADAPTIVE
-    )
-    snakemake(workdir, "--cores", "2", "--configfile", str(study))
-    results = workdir / "results"
-    run_dirs = sorted((results / "runs").iterdir())
-    assert len(run_dirs) == 1
-    assert json.loads((run_dirs[0] / "job.json").read_text())["trainer"] == "verl.trainer.main_ppo"
-    _check_stopped_runs(results, run_dirs, 40)
-    report = (results / "report" / "study.md").read_text()
-    assert "## Adaptive step count" in report and "stopped 1 of 1 runs made with it early" in report
-    _verified(results, 1)
-    assert_no_run_processes()
-
-
 @pytest.mark.verl  # the workflow's preflight composes verl's configuration
 @pytest.mark.standin
 def test_another_rule_is_another_study_and_its_sweep_starts_again(workdir: Path, tmp_path: Path) -> None:
@@ -481,7 +454,7 @@ def test_another_rule_is_another_study_and_its_sweep_starts_again(workdir: Path,
     results = workdir / "results"
     run_dirs = sorted((results / "runs").iterdir())
     assert len(run_dirs) == 2
-    _check_stopped_runs(results, run_dirs, 40)
+    check_stopped_runs(results, run_dirs, 40)
     report = (results / "report" / "study.md").read_text()
     assert "stopped 2 of 2 runs made with it early" in report
     _verified(results, 2)

@@ -102,3 +102,21 @@ def test_a_module_is_hooked_at_its_first_import(tmp_path: Path, monkeypatch: pyt
 
     assert len(seen) == 1 and seen[0].__name__ == "Server"
     sys.modules.pop("rlvr_late_module", None)
+
+
+def test_a_fused_worker_binds_and_records_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # verl sets up each role of a fused worker (actor, rollout) in one process: one binding, one record.
+    allowed = sorted(os.sched_getaffinity(0))  # the row is what this process may use already: no change
+    monkeypatch.setenv(hooks.AFFINITY_VAR, json.dumps({"0": allowed}))
+    monkeypatch.setenv(hooks.RECORD_DIR_VAR, str(tmp_path))
+    monkeypatch.setattr(hooks, "_assigned_gpu", lambda: "0")
+    monkeypatch.setattr(hooks, "_bound", {})
+
+    class WorkerDict:
+        def _setup_env_cuda_visible_devices(self) -> str:
+            return "set up"
+
+    setup = hooks._bind_after(WorkerDict._setup_env_cuda_visible_devices)
+    assert [setup(WorkerDict()) for _ in range(3)] == ["set up"] * 3
+    bound = engine_events(tmp_path)["cpu_affinity"]
+    assert [(b["gpu"], b["cpus"], b["process"]) for b in bound] == [("0", allowed, "WorkerDict")]

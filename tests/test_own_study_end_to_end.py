@@ -2,7 +2,9 @@
 own from a local JSONL file in a shape unlike the built-ins (the question in a nested field, the answer
 after a marker), scored by one's own reward file, through the sweep, the selection, a scaling run,
 the tables and a bundle that verifies. Two trainer starts: the sweep's one point (also the 1-node weak
-run) and the 2-node run."""
+run) and the 2-node run. The adaptive step count is on, so the same two runs prove it on the real
+trainer's step times (a stop the launcher makes, the steps kept up to it, the report's saving and the
+bundle's verification of the stop): with its stand-in, tests/test_adaptive_steps.py."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import PYTHON, REPO
+from .test_adaptive_steps import check_stopped_runs
 from .workflow_helpers import assert_no_run_processes, snakemake
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("local-engine")]
@@ -44,9 +47,13 @@ datasets:
     memory: {{recompute: false, offload: false, token_budget: 2048}}
     sweep: [2]
     estimate: {{seconds_per_trajectory: 0.1}}
-# The local site's study_overrides set the series and the step count: these win over them.
+# The local site's study_overrides set the series and the step count: these win over them. Up to 40
+# steps, with a rule loose enough for CPU step times to meet it early.
 overrides:
-  algorithm.steps: 5
+  algorithm.steps: 40
+  adaptive_steps.enabled: true
+  adaptive_steps.min_measured_steps: 3
+  adaptive_steps.relative_halfwidth: 0.9
   scaling.weak_nodes: [1, 2]
   scaling.strong_nodes: [2]
   scaling.strong_reference_nodes: 2
@@ -62,11 +69,15 @@ def test_a_local_file_dataset_with_its_own_reward_through_to_a_verified_bundle(w
     study.write_text(STUDY.format(data=data, reward=reward))
     snakemake(workdir, "--cores", "2", "--configfile", str(study))
     results = workdir / "results"
-    runs = sorted(p.name for p in (results / "runs").iterdir())
-    assert len(runs) == 2 and {r.split("-")[1] for r in runs} == {"n1", "n2"}, runs
-    for name in runs:
-        steps = [json.loads(line)["data"] for line in (results / "runs" / name / "metrics.jsonl").open()]
-        assert len(steps) == 5
+    run_dirs = sorted((results / "runs").iterdir())
+    assert len(run_dirs) == 2 and {r.name.split("-")[1] for r in run_dirs} == {"n1", "n2"}, run_dirs
+    # Each stopped where its rule held, after at least its minimum of measured steps, before 40.
+    check_stopped_runs(results, run_dirs, 40)
+    report = (results / "report" / "study.md").read_text()
+    assert "## Adaptive step count" in report and "stopped 2 of 2 runs made with it early" in report
+    for run_dir in run_dirs:
+        assert json.loads((run_dir / "job.json").read_text())["trainer"] == "verl.trainer.main_ppo"
+        steps = [json.loads(line)["data"] for line in (run_dir / "metrics.jsonl").open()]
         # verl scored every response with this study's own function.
         assert all(step["critic/score/mean"] == pytest.approx(0.25) for step in steps), [
             s.get("critic/score/mean") for s in steps

@@ -83,15 +83,20 @@ def _assigned_gpu() -> str | None:
     return str(ids[0]) if len(ids) == 1 else None
 
 
+# The GPU this process has bound itself for: verl sets up each role of a fused worker (actor,
+# rollout) in the same process, and the binding is the process's, made once.
+_bound: dict[str, list[int] | None] = {}
+
+
 def _bind_after(setup):
     @functools.wraps(setup)
     def wrapper(self, *args, **kwargs):
         result = setup(self, *args, **kwargs)
         table = affinity_table()
         gpu = _assigned_gpu() if table else None
-        if gpu is not None:
-            cpus = bind_to_gpu(gpu, table)
-            record({"event": "affinity", "gpu": gpu, "cpus": cpus, "process": type(self).__name__})
+        if gpu is not None and gpu not in _bound:
+            _bound[gpu] = bind_to_gpu(gpu, table)
+            record({"event": "affinity", "gpu": gpu, "cpus": _bound[gpu], "process": type(self).__name__})
         return result
 
     wrapper._rlvr_hooked = True  # type: ignore[attr-defined]
