@@ -13,10 +13,12 @@ $(STAMP): envs/local.txt envs/workflow.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of torch first, alone: any looser spec pulls a multi-GB CUDA build.
-	# No bytecode compiled at install: 81 s -> 28 s for this environment on 2 cores; Python compiles
-	# what a process imports on its first import instead (benchmarks/demo.py, README "Quick start").
+	# Bytecode compiled on both cores after the install, not by pip on one: 81 s -> 62 s for this
+	# environment on 2 cores. Compiled it must be: with PYTHONDONTWRITEBYTECODE set (as on the CI
+	# machines) every process of every run would compile torch and verl again (runs took twice as long).
 	$(BIN)/pip install --quiet --no-compile torch==2.13.0
 	$(BIN)/pip install --quiet --no-compile -r envs/local.txt
+	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') > /dev/null || true
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
