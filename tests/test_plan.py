@@ -220,3 +220,15 @@ def test_each_documented_account_variable_reaches_the_image_builds_job(
     assert job["slurm_account"] == "project_465000002"
     # No GPU, on LUMI-C's small: the build only unpacks, installs and packs.
     assert job["slurm_partition"] == "small" and job["slurm_extra"] == "" and job["nodes"] == 1
+
+
+def test_plan_says_whether_the_base_image_is_on_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlvr_scaling.study.plan_view import build_line
+
+    monkeypatch.setenv("RLVR_SLURM_ACCOUNT", "project_465000002")
+    study = load_study(site="lumi")  # LUMI's AI Factory base is not on a test machine
+    assert "is NOT on this machine: pull or copy it there" in build_line(study)
+    here = tmp_path / "base.sif"
+    here.write_bytes(b"sif")
+    present = edited(study, site={"container": {"base_image": str(here)}})
+    assert f"its base {here} is here" in build_line(present)

@@ -214,10 +214,17 @@ def build_line(study: Study) -> str | None:
     slurm = study.site.slurm
     memory = "measured" if slurm.build_mem_measured else "an estimate until measured: docs/lumi.md"
     account = job["slurm_account"] or "none"
+    base = study.site.container.base_image
+    where = (
+        f"its base {base} is here"
+        if Path(base).is_file()
+        else f"its base {base} is NOT on this machine: pull or copy it there before the build "
+        "(docs/own-study.md, 'The base image')"
+    )
     return (
         f"Image build, before the preflight: sbatch --partition={job['slurm_partition']} --account={account} "
         f"--nodes=1 --ntasks=1 --cpus-per-task={job['cpus_per_task']} --mem={job['mem_mb']}M "
-        f"--time={job['runtime']} (no GPU; memory {memory})."
+        f"--time={job['runtime']} (no GPU; memory {memory}); {where}."
     )
 
 
