@@ -27,6 +27,7 @@ activations and logits). Both must stay under the selection rule's memory cap.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -79,6 +80,15 @@ class RunMemory:
         return {**asdict(self), "fits": self.fits}
 
 
+@functools.lru_cache(maxsize=16)
+def _read_shape(path: str, mtime_ns: int) -> tuple[ModelShape | None, str]:
+    """One read per file and version: the plan asks for every run, and Snakemake's resources for every job."""
+    try:
+        return ModelShape.from_hf_config(json.loads(Path(path).read_text())), path
+    except (ValueError, UnicodeDecodeError) as error:
+        return None, f"{path}: {error}"
+
+
 def shape_for(model: Model, root: Path, site: str) -> tuple[ModelShape | None, str]:
     """The model's shape: a local folder's config.json (model.source local), the downloaded one, else
     the one shipped for that hub id (config/models/<org>__<name>.json); None and why when none is there."""
@@ -88,10 +98,7 @@ def shape_for(model: Model, root: Path, site: str) -> tuple[ModelShape | None, s
         candidates.insert(0, (folder if folder.is_absolute() else root / folder) / "config.json")
     for path in candidates:
         if path.is_file():
-            try:
-                return ModelShape.from_hf_config(json.loads(path.read_text())), str(path)
-            except (ValueError, UnicodeDecodeError) as error:
-                return None, f"{path}: {error}"
+            return _read_shape(str(path), path.stat().st_mtime_ns)
     return None, f"no config.json for {model.name} (download the model, or ship {SHAPES_DIR}/<org>__<name>.json)"
 
 
