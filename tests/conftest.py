@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import os
@@ -31,7 +32,10 @@ _SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
 os.environ.pop("RLVR_STANDIN_TRAINER", None)
 # No test writes the repository's inputs lock (config/inputs.lock.json): downloads in tests lock into
 # a file of this session's (inputs/input_lock).
-os.environ["RLVR_INPUTS_LOCK"] = str(Path(tempfile.mkdtemp(prefix="rlvr-test-lock-")) / "inputs.lock.json")
+_INPUTS_LOCK_DIR = tempfile.mkdtemp(prefix="rlvr-test-lock-")
+os.environ["RLVR_INPUTS_LOCK"] = str(Path(_INPUTS_LOCK_DIR) / "inputs.lock.json")
+# Removed when this test process ends: every pytest process (each xdist worker too) made its own.
+atexit.register(shutil.rmtree, _INPUTS_LOCK_DIR, ignore_errors=True)
 os.environ["RLVR_RUN_TOKEN_TAG"] = f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}x{_SESSION[:16]}".replace("-", "")
 
 REPO = Path(__file__).resolve().parents[1]
