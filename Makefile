@@ -6,6 +6,11 @@ STAMP := $(VENV)/.installed
 WORKFLOW_VENV ?= .venv-workflow
 WORKFLOW_STAMP := $(WORKFLOW_VENV)/.installed
 CORES ?= 2
+# Python's default, whatever the shell says: every process writes the bytecode of what it imports, once.
+# With PYTHONDONTWRITEBYTECODE set (as on the CI machines) and nothing compiled, every process of every
+# run compiled torch and verl again and a run's start-up doubled; compiling all of site-packages at
+# install instead cost 34 s of the environment's 62 s (2026-12-05).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint format bench clean engine-lock workflow-env
 
@@ -13,12 +18,10 @@ $(STAMP): envs/local.txt envs/workflow.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# The CPU build of torch first, alone: any looser spec pulls a multi-GB CUDA build.
-	# Bytecode compiled on both cores after the install, not by pip on one: 81 s -> 62 s for this
-	# environment on 2 cores. Compiled it must be: with PYTHONDONTWRITEBYTECODE set (as on the CI
-	# machines) every process of every run would compile torch and verl again (runs took twice as long).
+	# No bytecode compiled at install: the first process to import a module writes its bytecode
+	# (PYTHONDONTWRITEBYTECODE unexported above), so only what the study imports is ever compiled.
 	$(BIN)/pip install --quiet --no-compile torch==2.13.0
 	$(BIN)/pip install --quiet --no-compile -r envs/local.txt
-	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') > /dev/null || true
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
