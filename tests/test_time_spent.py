@@ -47,7 +47,7 @@ def test_each_phase_and_each_runs_start_up_and_steps(tmp_path: Path) -> None:
     assert "120 s  2 runs, one after another: 95 s of it verl starting" in text and "25 s of steps" in text
     assert "180 s  between and after the runs" in text
     assert "old-run" not in text
-    assert "30 s  the Snakemake report" in text and "10 s  the bundle packed again" in text
+    assert "30 s  the Snakemake report" in text and "10 s  the bundle, packed with the report" in text
     assert "5 s  rlvr-scaling verify" in text
 
 

@@ -18,7 +18,7 @@ PHASES = {
     "environment": "the Python environment (.venv: torch, verl, Snakemake; made once)",
     "study": "the study (snakemake)",
     "report": "the Snakemake report (snakemake --report)",
-    "bundle": "the bundle packed again with the report in it",
+    "bundle": "the bundle, packed with the report in it",
     "verify": "rlvr-scaling verify of the bundle",
 }
 
