@@ -3,7 +3,7 @@
 Stopping the first time the interval looks narrow favours runs whose steps happen to look steady, so
 a stopped run's interval is not a strict 95% interval. This simulates runs whose measured step times
 are AR(1) around a known mean (as tests/test_bootstrap_coverage.py does for a fixed number of steps),
-applies the rule after each step (analysis.adaptive_steps.StopRule, the launcher's and the summary's),
+applies the rule after each step (measured.adaptive_steps.StopRule, the launcher's and the summary's),
 and prints, per noise level: the share of runs stopped early, the mean number of measured steps, the
 interval's coverage of the true mean for the runs as they ended, and for comparison the coverage with
 every step. No verl, no files: a few minutes of numpy.
@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from rlvr_scaling.analysis.adaptive_steps import StopRule
-from rlvr_scaling.analysis.stats import bootstrap_ci
+from rlvr_scaling.measured.adaptive_steps import StopRule
+from rlvr_scaling.measured.stats import bootstrap_ci
 
 # (relative sd of a step, AR(1) coefficient): steady GPU steps, noisier ones, and autocorrelated ones.
 NOISE = ((0.02, 0.0), (0.05, 0.0), (0.05, 0.3), (0.10, 0.3))

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.adaptive_report import adaptive_findings, steps_not_run_node_hours
-from rlvr_scaling.analysis.models import RunSummary
+from rlvr_scaling.analysis.budget import measured_node_hours
 from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.study.budget import measured_node_hours
-from rlvr_scaling.study.config import read_yaml
+from rlvr_scaling.measured.models import RunSummary
+from rlvr_scaling.study.yaml_file import read_yaml
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 REDUCED = paths.REPO_ROOT / "tests" / "data" / "reduced.yaml"

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rlvr_scaling.analysis.metrics import read_steps, summarize_steps
+from rlvr_scaling.measured.metrics import read_steps, summarize_steps
 
 
 def write_run(path: Path, steps: int, rng: random.Random) -> None:

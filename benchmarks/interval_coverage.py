@@ -3,7 +3,7 @@ independent and AR(1) steps, 2% and 20% noise, and a heavy-tailed case (a few di
 
 For every case (analysis.coverage.CASES) and interval (step-time mean, weak efficiency, strong
 speedup, compare's ratio) it simulates `--runs` runs, computes each interval with the study's own code
-(analysis.stats.bootstrap_ci) and prints the share that holds the true value, its binomial standard
+(measured.stats.bootstrap_ci) and prints the share that holds the true value, its binomial standard
 error, the intervals' median width relative to the true value, and the share of runs the disturbance
 rule (analysis.disturbance) flags. No verl, no files: about a minute of numpy per 1000 runs.
 

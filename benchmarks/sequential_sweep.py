@@ -18,9 +18,9 @@ import tempfile
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.models import RunSummary
+from rlvr_scaling.analysis.budget import measured_node_hours
 from rlvr_scaling.analysis.sweep_savings import point_node_hours
-from rlvr_scaling.study.budget import measured_node_hours
+from rlvr_scaling.measured.models import RunSummary
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 TARGET = "results/selection/gsm8k.json"

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import cli, paths
-from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.analysis.results_io import StudyResults, load_results
 from rlvr_scaling.execution.launchers import launcher_for
 from rlvr_scaling.execution.outcome import memory_evidence
@@ -25,8 +24,10 @@ from rlvr_scaling.execution.provenance import host_facts, package_versions
 from rlvr_scaling.execution.run_environment import environment_templates
 from rlvr_scaling.execution.run_records import render_command, spec_document
 from rlvr_scaling.inputs.container import exec_prefix
-from rlvr_scaling.study.config import Study, load_study, read_yaml
+from rlvr_scaling.study.config import Study, load_study
+from rlvr_scaling.study.model_shape import model_record
 from rlvr_scaling.study.plan import Run, build_plan, known_runs
+from rlvr_scaling.study.yaml_file import read_yaml
 
 # The study's model's config.json as Hugging Face serves it (Qwen/Qwen3-8B): the shape MFU counts from.
 QWEN3_8B_CONFIG = Path(__file__).parents[1] / "config" / "models" / "Qwen__Qwen3-8B.json"

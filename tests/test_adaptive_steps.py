@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.adaptive_report import adaptive_findings, steps_not_run_node_hours
-from rlvr_scaling.analysis.adaptive_steps import StopRule, stop_record
-from rlvr_scaling.analysis.metrics_file import read_metrics_jsonl
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.summary import summarize_run
 from rlvr_scaling.errors import ConfigError
@@ -27,6 +25,8 @@ from rlvr_scaling.execution.launch import execute, wait_watching
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, new_token, processes_with_token
 from rlvr_scaling.execution.run_records import spec_document
 from rlvr_scaling.execution.step_clock import AFTER_STOP, StepClock, keep_steps_to_stop
+from rlvr_scaling.measured.adaptive_steps import StopRule, stop_record
+from rlvr_scaling.measured.metrics_file import read_metrics_jsonl
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import Run, build_plan, known_runs
 

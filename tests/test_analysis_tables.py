@@ -3,7 +3,7 @@
 The expected values use only the study's definitions (docs/study.md) and the statistics
 module: mean and sample std (ddof=1) of steps 2..20, throughput per GPU = tokens / (step time x GPUs),
 weak efficiency = thr_N / thr_1, strong speedup = t_ref / t_N, ideal = N / ref. Nothing from
-rlvr_scaling.analysis.stats, .scaling or .tables is used to compute them.
+rlvr_scaling.measured.stats, .scaling or .tables is used to compute them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rlvr_scaling.analysis import stats, summary
+from rlvr_scaling.analysis import summary
 from rlvr_scaling.analysis.engine_fill import fill_rows
 from rlvr_scaling.analysis.summary import failed_summary, summarize_run
 from rlvr_scaling.analysis.table_files import write_tables
@@ -30,6 +30,7 @@ from rlvr_scaling.analysis.tables import (
     table1_rows,
     weak_rows,
 )
+from rlvr_scaling.measured import stats
 
 from .study_runs import PUBLISHED, FabricatedRun, FabricatedStudy, fabricate_study
 

@@ -1,4 +1,4 @@
-"""Coverage of the study's 95% intervals (analysis.stats.bootstrap_ci, on the log scale) in the cases the
+"""Coverage of the study's 95% intervals (measured.stats.bootstrap_ci, on the log scale) in the cases the
 method claims (analysis.coverage.CLAIMED: 10 and 19 measured steps, 2% and 20% noise, independent and
 AR(1) steps), by simulation with fewer runs than benchmarks/interval_coverage.py.
 
@@ -19,7 +19,7 @@ import statistics
 import numpy as np
 import pytest
 from rlvr_scaling.analysis.coverage import CASES, CLAIMED, INTERVALS, Case, step_times
-from rlvr_scaling.analysis.stats import bootstrap_ci, row_mean_ratio
+from rlvr_scaling.measured.stats import bootstrap_ci, row_mean_ratio
 
 RUNS = 150  # per claimed case: 1200 runs pooled
 CLAIM = 0.93

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import cli
-from rlvr_scaling.analysis.study_comparison import detectable_change, verdict
+from rlvr_scaling.publish.study_comparison import detectable_change, verdict
 
 from .study_runs import FabricatedStudy, fabricate_study
 

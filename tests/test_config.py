@@ -14,9 +14,9 @@ import pytest
 import yaml
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.paths import CONFIG_SCHEMA, DEFAULT_CONFIG, SITE_SCHEMA, SITES_DIR
+from rlvr_scaling.plan_view import plan_table
 from rlvr_scaling.study.config import load_site, load_study, read_value, typed_command_line
 from rlvr_scaling.study.plan import build_plan
-from rlvr_scaling.study.plan_view import plan_table
 from rlvr_scaling.study.sections import Section, Site, StudyConfig
 
 from .conftest import PYTHON, REPO

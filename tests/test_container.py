@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.models import RUN_FIELDS
 from rlvr_scaling.analysis.results_io import write_index
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.inputs.container import (
@@ -22,6 +21,7 @@ from rlvr_scaling.inputs.container import (
     runtime,
 )
 from rlvr_scaling.inputs.container_build import build_environment, build_image, check_base_pin
+from rlvr_scaling.measured.models import RUN_FIELDS
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.validate import check_semantics
 

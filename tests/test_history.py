@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import cli
-from rlvr_scaling.analysis.history import SETTINGS, history_path, record_study, study_history
 from rlvr_scaling.analysis.reproduction import reproduction_rows
-from rlvr_scaling.analysis.study_comparison import study_facts
+from rlvr_scaling.publish.history import SETTINGS, history_path, record_study, study_history
+from rlvr_scaling.publish.study_comparison import study_facts
 
 from .study_runs import STUDY_SETS, PublishedStudy, fabricate_study, publish_study, study_args
 

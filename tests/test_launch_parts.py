@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.metrics_file import REQUIRED_STEP_KEYS
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.execution.failed_runs import LAUNCHER_FILE, NOTE, TOKEN_FILE
 from rlvr_scaling.execution.launchers import launcher_for
@@ -15,6 +14,7 @@ from rlvr_scaling.execution.launchers.local import LocalLauncher
 from rlvr_scaling.execution.launchers.ray_srun import RaySrunLauncher
 from rlvr_scaling.execution.outcome import judge
 from rlvr_scaling.execution.run_directory import RunDirectory
+from rlvr_scaling.measured.metrics_file import REQUIRED_STEP_KEYS
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from matplotlib import image
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.console_log import read_console
-from rlvr_scaling.analysis.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
+from rlvr_scaling.measured.console_log import read_console
+from rlvr_scaling.measured.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
 from rlvr_scaling.paths import WORKFLOW_PARTS
 from rlvr_scaling.publish.archive import read_archive
 

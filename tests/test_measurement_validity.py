@@ -12,9 +12,9 @@ import random
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.metrics_file import REQUIRED_STEP_KEYS, measurement_problems, read_metrics_jsonl
 from rlvr_scaling.analysis.summary import validity_checks
 from rlvr_scaling.cli import main
+from rlvr_scaling.measured.metrics_file import REQUIRED_STEP_KEYS, measurement_problems, read_metrics_jsonl
 
 from .test_metrics import step_fields
 

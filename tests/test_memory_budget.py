@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.model_flops import ModelShape
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.memory_budget import SHAPES_DIR, parameters, run_memory
+from rlvr_scaling.study.model_shape import ModelShape
 from rlvr_scaling.study.plan import build_plan, known_runs
 
 QWEN3_8B = ModelShape.from_hf_config(json.loads((SHAPES_DIR / "Qwen__Qwen3-8B.json").read_text()))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling.analysis import scaling
-from rlvr_scaling.analysis.console_log import parse_value, read_console
-from rlvr_scaling.analysis.metrics import read_steps, summarize_steps
-from rlvr_scaling.analysis.metrics_file import read_metrics_jsonl
-from rlvr_scaling.analysis.stats import bootstrap_ci, mean, row_mean_ratio, sample_std, t_quantile
+from rlvr_scaling.measured.console_log import parse_value, read_console
+from rlvr_scaling.measured.metrics import read_steps, summarize_steps
+from rlvr_scaling.measured.metrics_file import read_metrics_jsonl
+from rlvr_scaling.measured.stats import bootstrap_ci, mean, row_mean_ratio, sample_std, t_quantile
 
 from .conftest import PYTHON
 

@@ -223,7 +223,7 @@ def test_each_documented_account_variable_reaches_the_image_builds_job(
 
 
 def test_plan_says_whether_the_base_image_is_on_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlvr_scaling.study.plan_view import build_line
+    from rlvr_scaling.plan_view import build_line
 
     monkeypatch.setenv("RLVR_SLURM_ACCOUNT", "project_465000002")
     study = load_study(site="lumi")  # LUMI's AI Factory base is not on a test machine

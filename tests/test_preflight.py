@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.analysis.selection_io import read_selections
 from rlvr_scaling.execution.engine_smoke import run_smoke, smoke_run
 from rlvr_scaling.execution.preflight import check, engine_modules, preflight_nodes, runs_to_check
 from rlvr_scaling.study.config import load_study
@@ -46,7 +47,7 @@ def test_the_local_engine_passes_and_every_possible_run_is_composed(
         site={"environment": {"RLVR_TEST_API_TOKEN": "${RLVR_TEST_API_TOKEN}"}},
     )
     _inputs(tmp_path, study)
-    runs, unplannable = runs_to_check(study, tmp_path)
+    runs, unplannable = runs_to_check(study, tmp_path, read_selections(tmp_path, study))
     assert unplannable == []
     # Both sweep points of each dataset as the possible selection: sweep runs and all scaling runs.
     assert len(runs) == len({r.run_id for r in runs}) >= 8
@@ -70,7 +71,7 @@ def test_the_local_engine_passes_and_every_possible_run_is_composed(
 def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     # No data, no model, an engine this environment lacks, and a run verl's config rejects.
     study = load_study(sets=["parallel.rollout.engine=vllm"])
-    runs, _ = runs_to_check(study, tmp_path)
+    runs, _ = runs_to_check(study, tmp_path, read_selections(tmp_path, study))
     broken = dataclasses.replace(runs[0], verl_args=[*runs[0].verl_args, "actor_rollout_ref.rollout.no_such_key=1"])
     # One run verl accepts beside the broken one: only the broken one is named.
     record = check(study, [broken, runs[1]], tmp_path)

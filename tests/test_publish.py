@@ -12,8 +12,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 from rlvr_scaling.analysis.engine_fill import fill_finding, fill_rows
-from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
 from rlvr_scaling.analysis.table_files import TABLES
+from rlvr_scaling.measured.models import DatasetIndex, RunSummary
 
 from .study_runs import FabricatedStudy, publish_study
 

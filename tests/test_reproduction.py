@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.reference import load_reference, reference_path
 from rlvr_scaling.analysis.reproduction import Measurement, judge_number, reproduction_rows
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.reference import load_reference, reference_path
 
 from .study_runs import FabricatedStudy, fabricate_study
 
@@ -85,7 +85,7 @@ def test_a_bad_reference_stops_the_study_before_anything_runs_naming_the_key(tmp
     with pytest.raises(ConfigError, match=r"key 'study.reference' has value 'nope'.*config/references/<name>.yaml"):
         load_study(sets=["study.reference=nope"])
     # A reference that breaks its schema or repeats an id: the file and the key are named.
-    import rlvr_scaling.analysis.reference as reference
+    import rlvr_scaling.study.reference as reference
 
     text = reference_path("lumi-rlvr-blog").read_text()
     monkeypatch.setattr(reference, "REFERENCES_DIR", tmp_path)

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 from rlvr_scaling import cli, paths
+from rlvr_scaling.analysis.budget import measured_node_hours, study_cost
 from rlvr_scaling.analysis.selection import SelectionError, select
 from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points, sweep_runs
 from rlvr_scaling.analysis.sweep_order import GRID, SEQUENTIAL, sweep_stop
 from rlvr_scaling.analysis.sweep_savings import sweep_findings
 from rlvr_scaling.execution.storage import link_results
-from rlvr_scaling.study.budget import measured_node_hours, study_cost
 from rlvr_scaling.study.config import Study, load_study
 from rlvr_scaling.study.plan import known_runs
 
@@ -62,7 +62,7 @@ def _sweep(study: Study, root: Path, points: list[int]) -> list[study_runs.Fabri
 
 
 def _summaries(made: list[study_runs.FabricatedRun]):
-    from rlvr_scaling.analysis.models import RunSummary
+    from rlvr_scaling.measured.models import RunSummary
 
     return [RunSummary.from_json(json.loads(r.summary_path.read_text())) for r in made]
 

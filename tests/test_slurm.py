@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.metrics_file import read_metrics_jsonl
 from rlvr_scaling.execution.ray_cluster import local_node_ip
+from rlvr_scaling.measured.metrics_file import read_metrics_jsonl
 from rlvr_scaling.study.config import load_study
 
 from .conftest import SLURM_TEST_ACCOUNT

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.execution.storage import OVERRIDE, link_results, results_location, space_report
+from rlvr_scaling.plan_view import results_line
 from rlvr_scaling.study.config import Study, load_study
-from rlvr_scaling.study.plan_view import results_line
 
 from .study_edits import edited
 

@@ -30,10 +30,10 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.budget import budget_line, cost_function, study_cost
     from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
     from rlvr_scaling.inputs.data_check import check_inputs
-    from rlvr_scaling.study.budget import budget_line, cost_function, study_cost
-    from rlvr_scaling.study.plan_view import (
+    from rlvr_scaling.plan_view import (
         build_line,
         datasets_line,
         lock_line,
@@ -197,8 +197,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.history import history_path
     from rlvr_scaling.publish.bundle import write_bundle
+    from rlvr_scaling.publish.history import history_path
 
     study = _load(args)
     indexes = _all_at_root(args, args.indexes)
@@ -225,10 +225,10 @@ def record_in_history(study, root: Path, results, archive: Path) -> str:
     """The finished study (its bundle) appended to the results store, with its verdicts."""
     import datetime as dt
 
-    from rlvr_scaling.analysis.history import history_path, record_study
     from rlvr_scaling.analysis.reproduction import reproduction_rows
     from rlvr_scaling.execution.provenance import git_commit
     from rlvr_scaling.publish.bundle import provenance_record
+    from rlvr_scaling.publish.history import history_path, record_study
 
     reference = study.reference()
     rules = {}
@@ -242,7 +242,7 @@ def record_in_history(study, root: Path, results, archive: Path) -> str:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.history import history_path, study_history
+    from rlvr_scaling.publish.history import history_path, study_history
 
     listed = study_history(history_path(Path(args.root)))
     if args.json:
@@ -277,7 +277,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     import tempfile
 
-    from rlvr_scaling.analysis.study_comparison import compare_studies
+    from rlvr_scaling.publish.study_comparison import compare_studies
 
     with tempfile.TemporaryDirectory(prefix="rlvr-compare-") as scratch:
         output = Path(args.output) if args.output else None
@@ -411,10 +411,12 @@ def cmd_resolve_check(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.selection_io import read_selections
     from rlvr_scaling.execution.preflight import run_preflight
 
     study = _load(args)
-    record, written = run_preflight(study, Path(args.root), Path(args.output))
+    root = Path(args.root)
+    record, written = run_preflight(study, root, Path(args.output), read_selections(root, study))
     engine = record["engine"]
     versions = ", ".join(f"{k} {v}" for k, v in engine.get("versions", {}).items() if v)
     print(

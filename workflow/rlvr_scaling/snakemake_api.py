@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
+from rlvr_scaling.analysis.budget import check_budget
 from rlvr_scaling.analysis.selection_io import current_plan, read_selection, read_sweep_step, sweep_run_ids
 from rlvr_scaling.analysis.sweep_order import SEQUENTIAL
 from rlvr_scaling.errors import StudyError
@@ -22,8 +23,8 @@ from rlvr_scaling.inputs.container import image_path, recipe_path, record_path
 from rlvr_scaling.inputs.data_check import check_inputs
 from rlvr_scaling.inputs.reward_file import reward_path
 from rlvr_scaling.inputs.sources import local_split_files
+from rlvr_scaling.plan_view import site_note, study_line
 from rlvr_scaling.step_inputs import STEP_MODULES, settings_path, settings_steps, step_code
-from rlvr_scaling.study.budget import check_budget
 from rlvr_scaling.study.config import (
     Study,
     deep_merge,
@@ -43,7 +44,6 @@ from rlvr_scaling.study.plan import (
     known_runs,
     sbatch_resources,
 )
-from rlvr_scaling.study.plan_view import site_note, study_line
 
 
 def study_config_or_exit(

@@ -1,2 +1,3 @@
-"""From run outputs to numbers: metric readers, run summaries, the selection, statistics, scaling relations,
-the per-dataset index, tables and figures."""
+"""From the runs' records to the study's numbers: per-run summaries and their validity checks, the
+sweep's selection, scaling and phase models, cost and calibration, tables, figures and the reproduction
+verdict. May import the layers below it (measured, study, inputs, execution, base): docs/architecture.md."""

@@ -1,13 +1,13 @@
-"""What the report says of the adaptive step count (analysis.adaptive_steps): how many runs it stopped,
+"""What the report says of the adaptive step count (measured.adaptive_steps): how many runs it stopped,
 where, and the node-hours the steps not run would have cost."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlvr_scaling.analysis.adaptive_steps import describe_rule
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.measured.adaptive_steps import describe_rule
+from rlvr_scaling.measured.models import RunSummary
 
 
 def steps_not_run_node_hours(run: RunSummary) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.models import RunSummary
+from rlvr_scaling.measured.models import RunSummary
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PlannedRun, Run, known_runs
 from rlvr_scaling.study.sections import Estimate

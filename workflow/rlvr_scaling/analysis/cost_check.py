@@ -9,8 +9,8 @@ import math
 from typing import Any
 
 from rlvr_scaling.analysis.calibration import calibration_from
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.measured.models import RunSummary
 
 
 def _error(predicted: float | None, measured: float) -> float:

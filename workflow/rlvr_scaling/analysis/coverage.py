@@ -6,7 +6,7 @@ log scale; in a heavy-tailed case a share of the steps is slowed by a factor dra
 DISTURBANCE (a busy machine: the issue's demo run spread from 1.7 to 7.6 s). Each interval is computed
 by the study's own code on the simulated steps:
 
-- step-time mean: analysis.stats.bootstrap_ci of one run's step times;
+- step-time mean: measured.stats.bootstrap_ci of one run's step times;
 - weak efficiency: throughput per GPU at N nodes over 1 node (tokens / step time), true 0.8;
 - strong speedup: step time at the reference over N nodes, true 204 / 72 (the published GSM8K pair);
 - compare's ratio: B's mean step time over A's, two runs of the same true mean, true 1.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlvr_scaling.analysis import disturbance
-from rlvr_scaling.analysis.stats import bootstrap_ci, row_mean_ratio
+from rlvr_scaling.measured.stats import bootstrap_ci, row_mean_ratio
 
 DISTURBANCE = (1.5, 3.0)  # a disturbed step takes this many times as long (uniform)
 TOKENS_PER_STEP = 1.0e6

@@ -1,6 +1,6 @@
 """Whether a run's measured steps were disturbed (a busy machine, a stalled file system), by a stated bound.
 
-The intervals (analysis.stats) hold their coverage for steady steps with up to ~20% noise, independent
+The intervals (measured.stats) hold their coverage for steady steps with up to ~20% noise, independent
 or autocorrelated (docs/interval-coverage.md); a few steps slowed by a large factor break it, as the
 mean then depends on whether a run happened to catch one. So a run is flagged, never dropped: its
 summary, the tables, the report, the reproduction verdict and `compare` say so, with the steps that

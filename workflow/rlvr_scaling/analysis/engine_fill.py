@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlvr_scaling.analysis import scaling
-from rlvr_scaling.analysis.metrics import PHASES
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.measured.metrics import PHASES
+from rlvr_scaling.measured.models import RunSummary
 
 STEP_PARTS = (*PHASES, "other")
 

@@ -106,3 +106,17 @@ def first_difference(bundled: Any, recomputed: Any, path: str = "") -> str | Non
     else:
         same = bundled == recomputed
     return None if same else f"{path}: {bundled!r} in the bundle, recomputed {recomputed!r}"
+
+
+# The files each figure is saved as.
+FORMATS = (".png", ".pdf")
+
+
+class Captions(dict[str, str]):
+    """Each figure's caption by name, and (`data`) what it plots (analysis/figure_data.py); `formats`:
+    the files each figure is saved as (none: verify wants only the captions and the data)."""
+
+    def __init__(self, formats: tuple[str, ...] = FORMATS) -> None:
+        super().__init__()
+        self.data: dict[str, list[dict[str, Any]]] = {}
+        self.formats = formats

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from rlvr_scaling.analysis.figure_data import Captions
 from rlvr_scaling.analysis.phase_models import PARTS, part_time, series_model
 from rlvr_scaling.analysis.results_io import StudyResults
 
 NAME = "figure6_phase_models"
-
-if TYPE_CHECKING:
-    from rlvr_scaling.analysis.figures import Captions
 
 
 def _panel(ax: Any, runs: list, part: str) -> str | None:

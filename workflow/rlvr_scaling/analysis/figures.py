@@ -13,13 +13,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from rlvr_scaling.analysis import scaling  # noqa: E402
-from rlvr_scaling.analysis.figure_data import DATA_FILE, plotted_data
+from rlvr_scaling.analysis.figure_data import DATA_FILE, FORMATS, Captions, plotted_data
 from rlvr_scaling.analysis.figure_models import figure_phase_models
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults  # noqa: E402
-from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD, sample_std  # noqa: E402
 from rlvr_scaling.analysis.tables import ALL_PHASES, per_step_throughput, per_step_time  # noqa: E402
 from rlvr_scaling.fsutil import json_text
+from rlvr_scaling.measured.models import RunSummary
+from rlvr_scaling.measured.stats import BOOTSTRAP_METHOD, sample_std  # noqa: E402
 
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 LINES = ["-", "--", ":", "-."]
@@ -31,19 +31,6 @@ PHASE_LABELS = {
     "update_weights": "weight sync",
     "other": "rest",
 }
-
-
-FORMATS = (".png", ".pdf")
-
-
-class Captions(dict[str, str]):
-    """Each figure's caption by name, and (`data`) what it plots (analysis/figure_data.py); `formats`:
-    the files each figure is saved as (none: verify wants only the captions and the data)."""
-
-    def __init__(self, formats: tuple[str, ...] = FORMATS) -> None:
-        super().__init__()
-        self.data: dict[str, list[dict[str, Any]]] = {}
-        self.formats = formats
 
 
 def steps_note(results: StudyResults) -> str:

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.metrics import read_steps
-from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.analysis.summary import summarize_run
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import json_text, staged_directory, write_json
+from rlvr_scaling.measured.metrics import read_steps
 from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.model_shape import model_record
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.metrics import read_steps, summarize_steps
-from rlvr_scaling.analysis.metrics_file import measurement_problems
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.measured.metrics import read_steps, summarize_steps
+from rlvr_scaling.measured.metrics_file import measurement_problems
 
 
 @dataclass

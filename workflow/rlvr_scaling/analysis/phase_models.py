@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr_scaling.analysis.metrics import PHASES
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.analysis.scaling_models import Model, choose_model
+from rlvr_scaling.measured.metrics import PHASES
+from rlvr_scaling.measured.models import RunSummary
 
 PARTS = (*PHASES, "other", "step")
 TERMS = ("a", "b", "c")  # fixed, per 1/N, per log2(N): as the forms name them

@@ -1,5 +1,5 @@
 """The reproduction verdict: every number and relation of the published study (a reference,
-analysis.reference) against what this study measured.
+study.reference) against what this study measured.
 
 Each gets one verdict: reproduced, not reproduced (the rule it broke, by how much), not measured (the
 runs it needs are missing or invalid), or not comparable (the study is not the published one: another

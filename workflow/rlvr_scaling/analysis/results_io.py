@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.models import DatasetIndex, IndexedRun, RunSummary
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import relative_to_root, write_json
+from rlvr_scaling.measured.models import DatasetIndex, IndexedRun, RunSummary
 
 
 def reading_order(indexes: list[DatasetIndex]) -> list[DatasetIndex]:
@@ -48,7 +48,7 @@ class StudyResults:
 
 def one_image(dataset: str, summaries: dict[str, RunSummary]) -> str | None:
     """The engine image's sha256 that every measured run of the dataset recorded. Run ids name what
-    an image is made of, not the built file (inputs.container.image_identity): runs measured on two builds
+    an image is made of, not the built file (study.image_identity): runs measured on two builds
     must not stand in one table."""
     images: dict[str, list[str]] = {}
     for run_id, summary in summaries.items():

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvr_scaling.analysis.stats import t_quantile
+from rlvr_scaling.measured.stats import t_quantile
 
 Terms = Callable[[float], list[float]]
 FORMS: dict[str, Terms] = {

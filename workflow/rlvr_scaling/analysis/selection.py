@@ -16,9 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.sweep_order import GRID, SEQUENTIAL, SweepStop, sweep_stop
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.measured.models import RunSummary
 
 
 class SelectionError(StudyError):

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.analysis import disturbance
-from rlvr_scaling.analysis.adaptive_steps import expected_steps, stop_check
 from rlvr_scaling.analysis.energy_use import summarize_energy
-from rlvr_scaling.analysis.metrics import finite_values, read_steps, summarize_steps
-from rlvr_scaling.analysis.metrics_file import is_positive_finite, measurement_problems
 from rlvr_scaling.analysis.model_flops import summarize_mfu
-from rlvr_scaling.analysis.models import Check, Measured, RunSummary
 from rlvr_scaling.analysis.overhead import run_overhead
 from rlvr_scaling.fsutil import sha256_file
+from rlvr_scaling.measured.adaptive_steps import expected_steps, stop_check
+from rlvr_scaling.measured.metrics import finite_values, read_steps, summarize_steps
+from rlvr_scaling.measured.metrics_file import is_positive_finite, measurement_problems
+from rlvr_scaling.measured.models import Check, Measured, RunSummary
 
 
 def _check(name: str, passed: bool, detail: str) -> Check:

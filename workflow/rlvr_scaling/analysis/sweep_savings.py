@@ -7,8 +7,8 @@ from __future__ import annotations
 import statistics
 
 from rlvr_scaling.analysis.calibration import step_line
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.measured.models import RunSummary
 
 
 def point_node_hours(measured: list[RunSummary], prompts: int) -> float | None:

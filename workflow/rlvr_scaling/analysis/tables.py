@@ -10,10 +10,10 @@ from typing import Any
 
 from rlvr_scaling.analysis import disturbance, scaling
 from rlvr_scaling.analysis.engine_fill import under_filled
-from rlvr_scaling.analysis.metrics import PHASES, throughput_per_gpu
-from rlvr_scaling.analysis.models import RunSummary
 from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.stats import bootstrap_ci, row_mean_ratio
+from rlvr_scaling.measured.metrics import PHASES, throughput_per_gpu
+from rlvr_scaling.measured.models import RunSummary
+from rlvr_scaling.measured.stats import bootstrap_ci, row_mean_ratio
 
 ALL_PHASES = (*PHASES, "other")
 NO_INTERVAL = (math.nan, math.nan)

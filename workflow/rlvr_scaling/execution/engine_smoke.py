@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.metrics import MEMORY_KEYS, PHASES, read_steps
-from rlvr_scaling.analysis.metrics_file import is_positive_finite
 from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR, engine_events, sleep_freed_gb
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, new_token
 from rlvr_scaling.execution.run_records import render_command, trainer_module
 from rlvr_scaling.execution.watchdog import Guard
+from rlvr_scaling.measured.metrics import MEMORY_KEYS, PHASES, read_steps
+from rlvr_scaling.measured.metrics_file import is_positive_finite
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import Run
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.adaptive_steps import StopRule
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.energy import EnergyMeter
 from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR, engine_events
@@ -35,6 +34,7 @@ from rlvr_scaling.execution.step_clock import POLL_SECONDS, StepClock, keep_step
 from rlvr_scaling.execution.watchdog import Guard
 from rlvr_scaling.inputs.container import module_environment, record_path, require_runtime
 from rlvr_scaling.inputs.container_build import base_changed_since_build
+from rlvr_scaling.measured.adaptive_steps import StopRule
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import Run
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlvr_scaling.analysis.metrics_file import measurement_problems, read_metrics_jsonl
+from rlvr_scaling.measured.metrics_file import measurement_problems, read_metrics_jsonl
 
 # What torch (CUDA and HIP), Ray's memory monitor and Python print when memory runs out. Not Ray's list of
 # "potential root causes" of a dead worker ("killed by SIGKILL by OOM killer ..."), which it prints for

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.selection_io import read_selections
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.execution.engine_smoke import run_smoke
 from rlvr_scaling.execution.preflight_probe import MARK
@@ -273,11 +272,11 @@ def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:
     return problems
 
 
-def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
+def runs_to_check(study: Study, root: Path, chosen: dict[str, int | None]) -> tuple[list[Run], list[str]]:
     """Every run the study may make: its sweep, and its scaling runs for each sweep point the selection
-    could choose (or the pinned or chosen one); and the sweep points whose scaling runs cannot be
-    planned (they would stop the workflow after the sweep)."""
-    chosen = read_selections(root, study)
+    could choose (or the pinned or chosen one: `chosen`, per dataset, as analysis.selection_io reads it,
+    given by the caller because the analysis sits above execution); and the sweep points whose scaling
+    runs cannot be planned (they would stop the workflow after the sweep)."""
     grids = {d: [chosen[d]] if chosen.get(d) else study.dataset(d).sweep for d in study.datasets}
     runs: dict[str, Run] = {}
     problems = []
@@ -293,10 +292,11 @@ def runs_to_check(study: Study, root: Path) -> tuple[list[Run], list[str]]:
     return list(runs.values()), problems
 
 
-def run_preflight(study: Study, root: Path, output: Path) -> tuple[dict[str, Any], Path]:
+def run_preflight(study: Study, root: Path, output: Path, chosen: dict[str, int | None]) -> tuple[dict[str, Any], Path]:
     """Check and file the record: at `output` when it passed; when it did not, beside it as
-    <name>.failed.json (Snakemake deletes a failed job's output, the evidence must stay)."""
-    runs, unplannable = runs_to_check(study, root)
+    <name>.failed.json (Snakemake deletes a failed job's output, the evidence must stay). `chosen`:
+    the selections made so far (runs_to_check)."""
+    runs, unplannable = runs_to_check(study, root, chosen)
     record = check(study, runs, root, known=unplannable)
     written = output.with_name(f"{output.stem}.failed.json") if record["problems"] else output
     write_json(written, record)

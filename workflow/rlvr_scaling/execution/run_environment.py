@@ -9,7 +9,7 @@ import shlex
 
 from rlvr_scaling.engines.hooks import AFFINITY_VAR
 from rlvr_scaling.errors import StudyError
-from rlvr_scaling.publish.secrets import is_secret_name
+from rlvr_scaling.secrets import is_secret_name
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.verl_args import CPU_ENGINE_ENV
 
@@ -70,7 +70,7 @@ HARMLESS_VARIABLE = re.compile(
 
 def recorded_environment(study: Study, job_environment: dict[str, str]) -> dict[str, str]:
     """The run's variables as job.json records them: what the study and site set, with only the
-    harmless ${NAME} references filled in from the job (publish.secrets names the rest)."""
+    harmless ${NAME} references filled in from the job (secrets names the rest)."""
     recorded = {}
     for key, template in environment_templates(study).items():
 

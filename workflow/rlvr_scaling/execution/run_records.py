@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.model_flops import model_record
 from rlvr_scaling.execution.failed_runs import now
 from rlvr_scaling.execution.provenance import git_commit, host_facts, package_versions
 from rlvr_scaling.execution.run_environment import environment_templates, recorded_environment, shell_export
 from rlvr_scaling.inputs.container import exec_prefix, image_path, python_command, record_path
 from rlvr_scaling.inputs.container_build import image_facts
 from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.model_shape import model_record
 from rlvr_scaling.study.plan import Run
 
 LOGGER_ARG = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH"

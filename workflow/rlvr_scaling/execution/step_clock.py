@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.adaptive_steps import StopRule, stop_record
-from rlvr_scaling.analysis.metrics_file import is_positive_finite
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.failed_runs import now
+from rlvr_scaling.measured.adaptive_steps import StopRule, stop_record
+from rlvr_scaling.measured.metrics_file import is_positive_finite
 
 # How often the launcher looks: the times are good to about this.
 POLL_SECONDS = 1.0

@@ -1,1 +1,2 @@
-"""What the runs consume: datasets in verl's format, the model, and the engine image."""
+"""What the runs consume: datasets in verl's format, rewards, the model, the engine image and the inputs
+lock. May import study, measured and base (docs/architecture.md)."""

@@ -9,19 +9,17 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
-from rlvr_scaling.fsutil import sha256_file
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import digest
+from rlvr_scaling.study.image_identity import ADD_VERL
 from rlvr_scaling.study.validate import CONTAINER_PLACEHOLDERS
 from rlvr_scaling.study.verl_args import CPU_ENGINE_ENV
 
 LOCK_IN_IMAGE = "/opt/rlvr-scaling-lock.txt"
 # The install step both ways of building share (run inside the base image).
-ADD_VERL = "containers/add-verl.sh"
 # The SquashFS way: where the packed venv is bound at run time, and its Python.
 VENV_MOUNT = "/user-software"
 VENV_PYTHON = f"{VENV_MOUNT}/venv/bin/python3"
@@ -73,28 +71,6 @@ def render_definition(study: Study) -> str:
         lock_file=f"\n    {paths.REPO_ROOT / lock} {LOCK_IN_IMAGE}" if lock else "",
         constraint=LOCK_IN_IMAGE if lock else "-",
     )
-
-
-def image_identity(study: Study) -> dict[str, Any]:
-    """What the engine image is made of, known before it is built: the part of a run's identity that
-    names its image. The built image's own sha256 cannot be: a rebuild of the same definition differs
-    in timestamps, and run ids are fixed when the workflow is planned. Runs record that digest
-    (job.json), Snakemake reruns them when the image is rebuilt, and an index refuses a series
-    measured on two images (analysis.results_io.one_image). Contents, not paths: two clones of the
-    repository name the same runs."""
-    container = study.require_container()
-    lock = container.constraints
-    return {
-        "build": container.build,
-        "add_verl_sha256": sha256_file(paths.REPO_ROOT / ADD_VERL),
-        "base_image": container.base_image,
-        "base_sha256": container.base_sha256,
-        "definition_sha256": sha256_file(paths.REPO_ROOT / container.definition),
-        "python": container.python,
-        "verl_extras": container.verl_extras,
-        "requirements": container.requirements,
-        "constraints_sha256": sha256_file(paths.REPO_ROOT / lock) if lock else None,
-    }
 
 
 def runtime(study: Study) -> str:

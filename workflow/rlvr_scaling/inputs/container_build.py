@@ -14,7 +14,6 @@ from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.fsutil import sha256_file, write_json
 from rlvr_scaling.inputs.container import (
-    ADD_VERL,
     FREEZE_IN_VENV,
     LOCK_IN_VENV,
     VENV_PYTHON,
@@ -27,6 +26,7 @@ from rlvr_scaling.inputs.container import (
     squashfs_bind,
 )
 from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.image_identity import ADD_VERL
 
 FREEZE_IN_IMAGE = "/opt/rlvr-scaling-pip-freeze.txt"
 

@@ -30,8 +30,8 @@ from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
-from rlvr_scaling.inputs.container import ADD_VERL
 from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.image_identity import ADD_VERL
 
 PYTHON_LINE = re.compile(r"^#\s*python\s+(\d+)\.(\d+)(?:\.\d+)?\s*$")
 KEEP_LINE = re.compile(r"^keep='(.+)'$", re.MULTILINE)

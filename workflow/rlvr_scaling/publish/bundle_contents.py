@@ -15,7 +15,7 @@ from rlvr_scaling.analysis.results_io import StudyResults
 from rlvr_scaling.execution.step_clock import AFTER_STOP
 from rlvr_scaling.fsutil import json_text, relative_to_root
 from rlvr_scaling.inputs.container import recipe_path, record_path
-from rlvr_scaling.publish.secrets import redact_record, scrub_text, secret_values_of_environment
+from rlvr_scaling.secrets import redact_record, scrub_text, secret_values_of_environment
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.verl_args import REWARD_COPY
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from rlvr_scaling.execution.launchers import launcher_for
 from rlvr_scaling.execution.run_records import TRAINER_MODULE, render_command
-from rlvr_scaling.publish.secrets import REDACTED, is_secret_name
+from rlvr_scaling.secrets import REDACTED, is_secret_name
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import Run
 from rlvr_scaling.study.sections import Site, StudyConfig

@@ -11,21 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.models import DatasetIndex, RunSummary
-from rlvr_scaling.analysis.reference import check_reference
 from rlvr_scaling.analysis.reproduction import reproduction_rows
 from rlvr_scaling.analysis.results_io import StudyResults, one_image
 from rlvr_scaling.analysis.selection import select
 from rlvr_scaling.analysis.summary import summarize_run
 from rlvr_scaling.analysis.table_files import TABLES, write_tables
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.measured.models import DatasetIndex, RunSummary
 from rlvr_scaling.publish.bundle_contents import CONFIG_MEMBER, REFERENCE_MEMBER, SITE_MEMBER
 from rlvr_scaling.publish.command_check import command_problems
 from rlvr_scaling.publish.compare import as_read, compare_table, described, differences
 from rlvr_scaling.publish.report import render_report
-from rlvr_scaling.study.config import nesting_problem
+from rlvr_scaling.study.reference import check_reference
 from rlvr_scaling.study.sections import Site, StudyConfig
 from rlvr_scaling.study.validate import check_schema, check_semantics
+from rlvr_scaling.study.yaml_file import nesting_problem
 
 # What a malformed record raises when it is read; verify names the file instead.
 READ_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, StudyError)

@@ -16,9 +16,9 @@ from rlvr_scaling.analysis.model_flops import mfu_findings
 from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
 from rlvr_scaling.analysis.reproduction import reproduction_findings, reproduction_rows
 from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD, BOOTSTRAP_WHY
 from rlvr_scaling.analysis.sweep_savings import sweep_findings
 from rlvr_scaling.analysis.table_files import TABLES
+from rlvr_scaling.measured.stats import BOOTSTRAP_METHOD, BOOTSTRAP_WHY
 from rlvr_scaling.study.sections import StudyConfig
 
 
@@ -69,7 +69,7 @@ def render_report(
     output: Path,
     reference: dict[str, Any] | None = None,
 ) -> str:
-    """`reference`: the published study it reproduces (analysis.reference), for the verdict."""
+    """`reference`: the published study it reproduces (study.reference), for the verdict."""
     captions = json.loads((figures / "captions.json").read_text()) if (figures / "captions.json").exists() else {}
 
     def link(path: Path) -> str:

@@ -1,2 +1,3 @@
-"""The study: config and site loaded and checked, run identities, the plan and its view, verl's arguments.
-Nothing here writes a file or starts a process."""
+"""The study: config and site loaded and checked, run identities, the plan, verl's arguments, the memory
+budget, the model's shape, the published reference and the image's identity. Nothing here writes a file
+or starts a process. May import measured and base only (docs/architecture.md)."""

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.model_flops import ModelShape
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.study.config import Study
+from rlvr_scaling.study.model_shape import ModelShape
 from rlvr_scaling.study.sections import Model, Site
 
 GB = 1e9

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.errors import ConfigError
-from rlvr_scaling.inputs.container import image_identity
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import make_run_id
+from rlvr_scaling.study.image_identity import image_identity
 from rlvr_scaling.study.memory_budget import check_run_memory
 from rlvr_scaling.study.verl_args import build_verl_args
 
@@ -41,7 +41,7 @@ class Run:
     node_hours: float
     estimate: dict[str, float]
     identity: dict[str, Any]
-    # The adaptive step count's rule (analysis.adaptive_steps), None when the run takes all its steps.
+    # The adaptive step count's rule (measured.adaptive_steps), None when the run takes all its steps.
     adaptive_steps: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:

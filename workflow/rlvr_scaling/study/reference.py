@@ -8,6 +8,7 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.study.validate import check_schema
+from rlvr_scaling.study.yaml_file import read_yaml
 
 REFERENCES_DIR = paths.CONFIG_DIR / "references"
 REFERENCE_SCHEMA = paths.SCHEMA_DIR / "reference.schema.yaml"
@@ -39,8 +40,6 @@ def load_reference(name: str) -> dict[str, Any]:
         raise ConfigError(
             "study.reference", name, f"it must name a file config/references/<name>.yaml (there: {known})"
         )
-    from rlvr_scaling.study.config import read_yaml  # the config's reader: UTF-8, bounded, no self-alias
-
     try:
         document = read_yaml(path)
     except StudyError as error:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.console_log import read_console
-from rlvr_scaling.analysis.metrics_file import is_finite, is_positive_finite, read_metrics_jsonl
-from rlvr_scaling.analysis.stats import bootstrap_ci, describe
+from rlvr_scaling.measured.console_log import read_console
+from rlvr_scaling.measured.metrics_file import is_finite, is_positive_finite, read_metrics_jsonl
+from rlvr_scaling.measured.stats import bootstrap_ci, describe
 
 PHASES = ("gen", "old_log_prob", "update_actor", "update_weights")
 MEMORY_KEYS = ("actor/perf/max_memory_allocated_gb", "perf/max_memory_allocated_gb")

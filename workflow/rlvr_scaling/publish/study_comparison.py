@@ -3,7 +3,7 @@ both measured, a verdict per point by a stated test, what differs between them, 
 overlays them and a one-paragraph summary.
 
 The test: B's mean step time over A's, with the 95% interval of that ratio from resampling both runs'
-measured steps (analysis.stats.bootstrap_ci, the interval the tables give speedups). "faster" or
+measured steps (measured.stats.bootstrap_ci, the interval the tables give speedups). "faster" or
 "slower" (B against A) when the interval excludes 1; "same" only when the whole interval lies within
 1 +- the equivalence margin (`--margin`, default 5%): an interval that holds 1 only because it is wide
 says nothing, so it is "inconclusive", with the smallest change the point could have detected (the
@@ -23,9 +23,9 @@ from typing import Any
 
 from rlvr_scaling.analysis.disturbance import is_disturbed
 from rlvr_scaling.analysis.results_io import StudyResults, load_results
-from rlvr_scaling.analysis.stats import BOOTSTRAP_METHOD
 from rlvr_scaling.analysis.tables import per_step_time, ratio_interval
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.measured.stats import BOOTSTRAP_METHOD
 from rlvr_scaling.publish.unpack import unpack_bundle
 
 SERIES = ("weak", "strong")

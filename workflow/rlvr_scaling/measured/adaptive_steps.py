@@ -1,7 +1,7 @@
 """The optional adaptive step count: a run stops once the 95% interval of its mean step time is within a
 set share of the mean, after a set number of measured steps (config `adaptive_steps`).
 
-The interval is the summaries' own (analysis.stats.bootstrap_ci, seeded), so the stop is reproducible:
+The interval is the summaries' own (measured.stats.bootstrap_ci, seeded), so the stop is reproducible:
 the launcher applies the rule as the steps are logged (execution.step_clock), and the summary applies
 it again to the steps the run kept, so a run that stopped early proves its own stop. What the report
 says of the stops is analysis.adaptive_report's (report wording does not redo the summaries)."""
@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr_scaling.analysis.metrics_file import is_number, is_positive_finite
-from rlvr_scaling.analysis.models import Check
-from rlvr_scaling.analysis.stats import bootstrap_ci, mean
+from rlvr_scaling.measured.metrics_file import is_number, is_positive_finite
+from rlvr_scaling.measured.models import Check
+from rlvr_scaling.measured.stats import bootstrap_ci, mean
 
 
 @dataclass(frozen=True)

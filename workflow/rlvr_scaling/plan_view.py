@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlvr_scaling import paths
+from rlvr_scaling.analysis.budget import measured_node_hours
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.execution.storage import results_location
-from rlvr_scaling.study.budget import measured_node_hours
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PendingRun, PlannedRun, Run, known_runs
 

@@ -3,7 +3,7 @@ per run and per published number or relation, with the study's provenance; `rlvr
 lists the studies and flags what moved beyond its tolerance since the last study of the same settings.
 
 "The same settings": the same model, workloads, response caps, responses per prompt, site and GPUs
-per node (analysis.study_comparison's facts); the verl version and the image may differ, as they do
+per node (publish.study_comparison's facts); the verl version and the image may differ, as they do
 before and after an upgrade, which is what the history is for. A relation's tolerance is its
 reference rule; a scaling point's mean step time moves when it changes by more than POINT_TOLERANCE.
 
@@ -29,8 +29,8 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.reproduction import judge_number
 from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.study_comparison import DEFINING, study_facts
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.publish.study_comparison import DEFINING, study_facts
 
 POINT_TOLERANCE = {"relative": 0.05}
 SETTINGS = (*DEFINING, "site", "GPUs per node")

@@ -36,7 +36,7 @@ class Spread:
 
 @dataclass(frozen=True)
 class Measured:
-    """What a run measured over its steps after the warm-up (analysis.metrics.summarize_steps)."""
+    """What a run measured over its steps after the warm-up (measured.metrics.summarize_steps)."""
 
     n_steps: int
     steps_used: int

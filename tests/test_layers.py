@@ -1,0 +1,138 @@
+"""The package's layers (docs/architecture.md, its `layers` block: the one place the order is written),
+checked on the imports themselves: every import, at module level or inside a function, under
+TYPE_CHECKING too, goes to the importer's own layer or one below it, and no module imports itself
+round a circle. A new import against the order fails here, naming both modules."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "workflow" / "rlvr_scaling"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def layers() -> list[tuple[str, list[str]]]:
+    """(name, module prefixes), bottom first, from the fenced ```layers block of docs/architecture.md."""
+    block = re.search(r"```layers\n(.*?)```", ARCHITECTURE.read_text(), re.S)
+    assert block, f"{ARCHITECTURE} has no ```layers block"
+    found = []
+    for line in block.group(1).splitlines():
+        if line.strip():
+            name, _, prefixes = line.partition(":")
+            found.append((name.strip(), [p.strip() for p in prefixes.split(",") if p.strip()]))
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(module: str) -> set[str]:
+    """The package's modules `module` imports, wherever in it the import stands."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    [*package.split(".")[: len(package.split(".")) - node.level + 1], *filter(None, [base])]
+                )
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in MODULES:
+                name = name.rpartition(".")[0]
+            if name.startswith("rlvr_scaling") and name != module:
+                found.add(name)
+    return found
+
+
+def layer_of(module: str, order: list[tuple[str, list[str]]]) -> int | None:
+    best: tuple[int, int] | None = None  # (prefix length, layer index)
+    for index, (_, prefixes) in enumerate(order):
+        for prefix in prefixes:
+            # "rlvr_scaling" alone is the package's __init__, not everything under it
+            matches = (
+                module == prefix if prefix == "rlvr_scaling" else module == prefix or module.startswith(prefix + ".")
+            )
+            if matches and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def test_every_module_has_a_layer() -> None:
+    order = layers()
+    assert [m for m in MODULES if layer_of(m, order) is None] == []
+
+
+def test_no_module_imports_from_a_layer_above_its_own() -> None:
+    order = layers()
+    upward = []
+    for module in MODULES:
+        own = layer_of(module, order)
+        for imported in sorted(imports_of(module)):
+            theirs = layer_of(imported, order)
+            if own is not None and theirs is not None and theirs > own:
+                upward.append(f"{module} ({order[own][0]}) imports {imported} ({order[theirs][0]})")
+    assert upward == [], "imports against docs/architecture.md's layers:\n" + "\n".join(upward)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each as a sorted list."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle_between_modules() -> None:
+    graph = {m: imports_of(m) for m in MODULES}
+    assert cycles(graph) == []
+
+
+def test_the_checks_see_an_import_against_the_order_and_a_circle() -> None:
+    # The checks themselves, on a made-up graph: they must be able to fail.
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    order = layers()
+    bottom, top = order[0][1][-1], order[-1][1][0]
+    assert layer_of(bottom, order) == 0 and layer_of(top, order) == len(order) - 1
+    assert layer_of("rlvr_scaling.no_such_top_level_module", order) is None
