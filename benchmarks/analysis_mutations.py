@@ -1,4 +1,4 @@
-"""Makes each named wrong change to the analysis core, one at a time, runs the tests that pin it, and
+"""Makes each named wrong change to the analysis core (analysis/, measured/, study/model_shape.py), one at a time, runs the tests that pin it, and
 prints whether they caught it (KILLED) or not (SURVIVED); the source is restored after each (#47).
 
     .venv/bin/python benchmarks/analysis_mutations.py [tests/test_analysis_checks.py]
@@ -13,111 +13,126 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-R = ROOT / "workflow" / "rlvr_scaling" / "analysis"
+R = ROOT / "workflow" / "rlvr_scaling"
 PYTEST = str(pathlib.Path(sys.executable).with_name("pytest"))
 MUTATIONS = [
-    ("summary.py", 'longest <= run["max_response_length"]', 'longest < run["max_response_length"]', "cap boundary"),
     (
-        "summary.py",
+        "analysis/summary.py",
+        'longest <= run["max_response_length"]',
+        'longest < run["max_response_length"]',
+        "cap boundary",
+    ),
+    (
+        "analysis/summary.py",
         'finite_values(steps, "response_length/max")',
         'finite_values(steps, "response_length/mean")',
         "cap wrong key",
     ),
-    ("metrics.py", 'if path.suffix == ".jsonl" or head == b"{":', 'if path.suffix == ".jsonl":', "sniff jsonl"),
-    ("metrics.py", 'read_console(path.read_text(errors="replace"))', "read_console(path.read_text())", "console utf8"),
-    ("summary.py", '        source = run_dir / "console.log"\n', "        pass\n", "console fallback"),
     (
-        "metrics.py",
+        "measured/metrics.py",
+        'if path.suffix == ".jsonl" or head == b"{":',
+        'if path.suffix == ".jsonl":',
+        "sniff jsonl",
+    ),
+    (
+        "measured/metrics.py",
+        'read_console(path.read_text(errors="replace"))',
+        "read_console(path.read_text())",
+        "console utf8",
+    ),
+    ("analysis/summary.py", '        source = run_dir / "console.log"\n', "        pass\n", "console fallback"),
+    (
+        "measured/metrics.py",
         'sum(float(s.get(f"timing_s/{p}", 0.0)) for p in PHASES)',
         'sum(float(s.get(f"timing_s/{p}", 1.0)) for p in PHASES)',
         "missing phase in other",
     ),
     (
-        "metrics.py",
+        "measured/metrics.py",
         'is_positive_finite(s.get(f"timing_s/{p}", 1.0)) for p in PHASES',
         'is_positive_finite(s.get(f"timing_s/{p}")) for p in PHASES',
         "missing phase step dropped",
     ),
-    ("scaling.py", 'e / total if total else float("nan")', "e / total if total else 0.0", "zero extra share"),
-    ("engine_fill.py", "if extra > 0 else None", "if extra >= 0 else None", "engine fill zero extra"),
-    ("selection.py", "if stop is None or not skipped:", "if stop is None:", "stop without skip"),
+    ("analysis/scaling.py", 'e / total if total else float("nan")', "e / total if total else 0.0", "zero extra share"),
+    ("analysis/engine_fill.py", "if extra > 0 else None", "if extra >= 0 else None", "engine fill zero extra"),
+    ("analysis/selection.py", "if stop is None or not skipped:", "if stop is None:", "stop without skip"),
     (
-        "selection.py",
+        "analysis/selection.py",
         'if high["prompts"] > low["prompts"]',
         'if high["prompts"] < low["prompts"]',
         "contradiction direction",
     ),
     (
-        "selection.py",
+        "analysis/selection.py",
         "elif peak is not None and peak > cap_gb:",
         "elif peak is not None and peak >= cap_gb:",
         "cap boundary selection",
     ),
     (
-        "selection.py",
+        "analysis/selection.py",
         'fits = [p for p in points if not p["over_cap"] and p["peak_memory_gb"] is not None]',
         'fits = [p for p in points if p["peak_memory_gb"] is not None]',
         "over cap reported fitting",
     ),
-    ("summary.py", "parts[0][0] + parts[1][0] > 0", "parts[0][0] + parts[1][0] >= 0", "zero trajectory guard"),
+    ("analysis/summary.py", "parts[0][0] + parts[1][0] > 0", "parts[0][0] + parts[1][0] >= 0", "zero trajectory guard"),
     (
-        "summary.py",
+        "analysis/summary.py",
         'measured_steps = [s for s in steps if s["step"] > warmup]',
         'measured_steps = [s for s in steps if s["step"] >= warmup]',
         "mfu warmup boundary",
     ),
     (
-        "summary.py",
+        "analysis/summary.py",
         'spec["site"]["hardware"].get("peak_tflops_bf16") if peak_tflops_bf16 == PEAK_OF_SPEC else peak_tflops_bf16',
         'spec["site"]["hardware"].get("peak_tflops_bf16")',
         "mfu peak chosen",
     ),
     (
-        "model_flops.py",
+        "study/model_shape.py",
         "return 2 * self.matmul_params() * tokens + attention",
         "return 2 * self.layer_matmul_params() * tokens + attention",
         "mfu shape output layer",
     ),
-    ("summary.py", 'model.get("shape"),', "None,", "mfu shape from job"),
-    ("energy_use.py", "    steps = last - first\n", "    steps = last - first + 1\n", "energy steps"),
+    ("analysis/summary.py", 'model.get("shape"),', "None,", "mfu shape from job"),
+    ("analysis/energy_use.py", "    steps = last - first\n", "    steps = last - first + 1\n", "energy steps"),
     (
-        "energy_use.py",
+        "analysis/energy_use.py",
         '"joules_per_trajectory": per_node * nodes / trajectories',
         '"joules_per_trajectory": per_node / trajectories',
         "energy per trajectory",
     ),
     (
-        "energy_use.py",
+        "analysis/energy_use.py",
         'or last <= first or spent["node"] <= 0',
         'or last < first or spent["node"] < 0',
         "energy guards",
     ),
     (
-        "metrics.py",
+        "measured/metrics.py",
         "abs(reported - ours) / ours > CROSS_CHECK_TOLERANCE",
         "abs(reported - ours) / ours >= CROSS_CHECK_TOLERANCE",
         "cross-check boundary",
     ),
     (
-        "metrics.py",
+        "measured/metrics.py",
         "abs(reported - ours) / ours > CROSS_CHECK_TOLERANCE",
         "abs(reported - ours) / reported > CROSS_CHECK_TOLERANCE",
         "cross-check direction",
     ),
-    ("summary.py", '"metrics_file": source.name', '"metrics_file": "metrics.jsonl"', "provenance file"),
+    ("analysis/summary.py", '"metrics_file": source.name', '"metrics_file": "metrics.jsonl"', "provenance file"),
     (
-        "summary.py",
+        "analysis/summary.py",
         '            "slurm_job_id": job.get("slurm_job_id"),\n            "container"',
         '            "slurm_job_id": None,\n            "container"',
         "provenance job id",
     ),
     (
-        "summary.py",
+        "analysis/summary.py",
         'failure = "; ".join(job.get("problems") or [])',
         'failure = ", ".join(job.get("problems") or [])',
         "failure text",
     ),
-    ("summary.py", "valid=all(c.passed for c in checks),", "valid=True,", "valid field"),
+    ("analysis/summary.py", "valid=all(c.passed for c in checks),", "valid=True,", "valid field"),
 ]
 
 
