@@ -1,5 +1,6 @@
-"""Makes each named wrong change to the analysis core (analysis/, measured/, study/model_shape.py), one at a time, runs the tests that pin it, and
-prints whether they caught it (KILLED) or not (SURVIVED); the source is restored after each (#47).
+"""Makes each named wrong change to the analysis core (analysis/, measured/, study/model_shape.py), one
+at a time, runs the tests that pin it, and prints whether they caught it (KILLED) or not (SURVIVED);
+the source is restored after each (#47).
 
     .venv/bin/python benchmarks/analysis_mutations.py [tests/test_analysis_checks.py]
 
