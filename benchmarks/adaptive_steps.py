@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.adaptive_report import adaptive_findings, steps_not_run_node_hours
-from rlvr_scaling.analysis.budget import measured_node_hours
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.cost.adaptive_report import adaptive_findings, steps_not_run_node_hours
+from rlvr_scaling.analysis.cost.budget import measured_node_hours
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.measured.models import RunSummary
 from rlvr_scaling.study.yaml_file import read_yaml
 

@@ -1,6 +1,6 @@
 """Prints, for every run of a finished study, the node-hours the site's estimate gave it, what the
 calibration from the other runs gives it, and what it measured (launcher start to end x nodes); and
-the error of each in total: the report's cost table and sentence (analysis.cost_check), from the
+the error of each in total: the report's cost table and sentence (analysis.cost.cost_check), from the
 study's indexes. Target: the calibrated total within 20%.
 
     .venv/bin/python benchmarks/cost_prediction.py WORKDIR
@@ -17,8 +17,8 @@ import argparse
 import math
 from pathlib import Path
 
-from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
-from rlvr_scaling.analysis.results_io import load_results
+from rlvr_scaling.analysis.cost.cost_check import cost_finding, cost_rows
+from rlvr_scaling.analysis.per_run.results_io import load_results
 
 
 def _cell(value: float | None) -> str:

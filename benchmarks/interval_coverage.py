@@ -1,11 +1,11 @@
 """The measured coverage of the study's 95% intervals where the study lives: 10 and 19 measured steps,
 independent and AR(1) steps, 2% and 20% noise, and a heavy-tailed case (a few disturbed steps).
 
-For every case (analysis.coverage.CASES) and interval (step-time mean, weak efficiency, strong
+For every case (analysis.verdict.coverage.CASES) and interval (step-time mean, weak efficiency, strong
 speedup, compare's ratio) it simulates `--runs` runs, computes each interval with the study's own code
 (measured.stats.bootstrap_ci) and prints the share that holds the true value, its binomial standard
 error, the intervals' median width relative to the true value, and the share of runs the disturbance
-rule (analysis.disturbance) flags. No verl, no files: about a minute of numpy per 1000 runs.
+rule (analysis.per_run.disturbance) flags. No verl, no files: about a minute of numpy per 1000 runs.
 
     .venv/bin/python benchmarks/interval_coverage.py [--runs 2000] [--seed 0] [--markdown]
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from rlvr_scaling.analysis.coverage import CASES, CLAIMED, INTERVALS, coverage, flagged_share
+from rlvr_scaling.analysis.verdict.coverage import CASES, CLAIMED, INTERVALS, coverage, flagged_share
 
 
 def main() -> None:

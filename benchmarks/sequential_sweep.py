@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.budget import measured_node_hours
-from rlvr_scaling.analysis.sweep_savings import point_node_hours
+from rlvr_scaling.analysis.cost.budget import measured_node_hours
+from rlvr_scaling.analysis.cost.sweep_savings import point_node_hours
 from rlvr_scaling.measured.models import RunSummary
 
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))

@@ -60,7 +60,7 @@ rule run:
         "{params.cli} launch {params.study} {wildcards.run_id} > {log} 2>&1"
 
 
-# A sequential sweep: after each point, whether the next one runs (analysis.sweep_order).
+# A sequential sweep: after each point, whether the next one runs (analysis.across_runs.sweep_order).
 checkpoint sweep_step:
     input:
         summaries=lambda wc: expand(

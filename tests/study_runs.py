@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import cli, paths
-from rlvr_scaling.analysis.results_io import StudyResults, load_results
+from rlvr_scaling.analysis.per_run.results_io import StudyResults, load_results
 from rlvr_scaling.execution.launchers import launcher_for
 from rlvr_scaling.execution.outcome import memory_evidence
 from rlvr_scaling.execution.provenance import host_facts, package_versions
@@ -337,9 +337,9 @@ def publish_study(
     slower: dict[tuple[str, int, int], float] | None = None,
     disturbed: dict[tuple[str, int, int], dict[int, float]] | None = None,
 ) -> PublishedStudy:
-    from rlvr_scaling.analysis.figures import write_figures
-    from rlvr_scaling.analysis.reproduction import reproduction_rows
-    from rlvr_scaling.analysis.table_files import write_tables
+    from rlvr_scaling.analysis.shown.figures import write_figures
+    from rlvr_scaling.analysis.shown.table_files import write_tables
+    from rlvr_scaling.analysis.verdict.reproduction import reproduction_rows
     from rlvr_scaling.publish.report import render_report
 
     study = fabricate_study(root, slower=slower, disturbed=disturbed)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.adaptive_report import adaptive_findings, steps_not_run_node_hours
-from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.summary import summarize_run
+from rlvr_scaling.analysis.cost.adaptive_report import adaptive_findings, steps_not_run_node_hours
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.summary import summarize_run
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.execution.launch import execute, wait_watching
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, new_token, processes_with_token

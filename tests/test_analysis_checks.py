@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 from rlvr_scaling import paths
-from rlvr_scaling.analysis import scaling
-from rlvr_scaling.analysis.energy_use import summarize_energy
-from rlvr_scaling.analysis.engine_fill import generation_share
-from rlvr_scaling.analysis.selection import contradictions, point_row, select
-from rlvr_scaling.analysis.summary import summarize_run
+from rlvr_scaling.analysis.across_runs import scaling
+from rlvr_scaling.analysis.across_runs.engine_fill import generation_share
+from rlvr_scaling.analysis.across_runs.selection import contradictions, point_row, select
+from rlvr_scaling.analysis.per_run.energy_use import summarize_energy
+from rlvr_scaling.analysis.per_run.summary import summarize_run
 from rlvr_scaling.measured.metrics import CROSS_CHECK_TOLERANCE, read_steps, summarize_steps
 from rlvr_scaling.measured.models import RunSummary
 from rlvr_scaling.study.config import load_study

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rlvr_scaling.analysis import summary
-from rlvr_scaling.analysis.engine_fill import fill_rows
-from rlvr_scaling.analysis.summary import failed_summary, summarize_run
-from rlvr_scaling.analysis.table_files import write_tables
-from rlvr_scaling.analysis.tables import (
+from rlvr_scaling.analysis.across_runs.engine_fill import fill_rows
+from rlvr_scaling.analysis.per_run import summary
+from rlvr_scaling.analysis.per_run.summary import failed_summary, summarize_run
+from rlvr_scaling.analysis.shown.table_files import write_tables
+from rlvr_scaling.analysis.shown.tables import (
     extra_time_rows,
     invalid_rows,
     phase_rows,
@@ -148,7 +148,7 @@ def expected_weak(fs: FabricatedStudy) -> list[dict[str, Any]]:
                     "efficiency": statistics.fmean(thr) / statistics.fmean(throughputs(base)),
                     "efficiency_ci_low": CI,
                     "efficiency_ci_high": CI,
-                    # every step within +-3% of its profile (study_runs), far inside analysis.disturbance's
+                    # every step within +-3% of its profile (study_runs), far inside analysis.per_run.disturbance's
                     # 20% from the median and 0.3 coefficient of variation: no run is flagged
                     "disturbed": "",
                     "run_id": run.run.run_id,

@@ -1,5 +1,5 @@
 """Coverage of the study's 95% intervals (measured.stats.bootstrap_ci, on the log scale) in the cases the
-method claims (analysis.coverage.CLAIMED: 10 and 19 measured steps, 2% and 20% noise, independent and
+method claims (analysis.verdict.coverage.CLAIMED: 10 and 19 measured steps, 2% and 20% noise, independent and
 AR(1) steps), by simulation with fewer runs than benchmarks/interval_coverage.py.
 
 The claim (docs/interval-coverage.md, 2000 runs per cell): at least 93% in every claimed case, for the
@@ -18,7 +18,7 @@ import statistics
 
 import numpy as np
 import pytest
-from rlvr_scaling.analysis.coverage import CASES, CLAIMED, INTERVALS, Case, step_times
+from rlvr_scaling.analysis.verdict.coverage import CASES, CLAIMED, INTERVALS, Case, step_times
 from rlvr_scaling.measured.stats import bootstrap_ci, row_mean_ratio
 
 RUNS = 150  # per claimed case: 1200 runs pooled

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.budget import Cost, check_budget, study_cost
+from rlvr_scaling.analysis.cost.budget import Cost, check_budget, study_cost
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.snakemake_api import Lookup
 from rlvr_scaling.study.config import load_study
@@ -115,6 +115,6 @@ def test_without_a_budget_nothing_is_priced(tmp_path: Path, monkeypatch: pytest.
     def priced(*_: object) -> None:
         raise AssertionError("the study was priced with no budget set")
 
-    monkeypatch.setattr("rlvr_scaling.analysis.budget.study_cost", priced)
+    monkeypatch.setattr("rlvr_scaling.analysis.cost.budget.study_cost", priced)
     study = _study(None)
     check_budget(study, build_plan(study, root=tmp_path), tmp_path)

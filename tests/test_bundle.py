@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 from rlvr_scaling import cli
-from rlvr_scaling.analysis.imported_run import ImportedShape, import_run
-from rlvr_scaling.analysis.table_files import TABLES
+from rlvr_scaling.analysis.per_run.imported_run import ImportedShape, import_run
+from rlvr_scaling.analysis.shown.table_files import TABLES
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.inputs.container import recipe_path, record_path, render_definition
 from rlvr_scaling.publish.archive import SUMS, read_archive, read_sums, sha256_sums, write_archive

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rlvr_scaling import cli, paths
-from rlvr_scaling.analysis.budget import cost_function
-from rlvr_scaling.analysis.calibration import calibrate
-from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
+from rlvr_scaling.analysis.cost.budget import cost_function
+from rlvr_scaling.analysis.cost.calibration import calibrate
+from rlvr_scaling.analysis.cost.cost_check import cost_finding, cost_rows
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
 

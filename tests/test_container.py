@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.results_io import write_index
+from rlvr_scaling.analysis.per_run.results_io import write_index
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.inputs.container import (
     build_command,

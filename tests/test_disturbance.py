@@ -1,4 +1,4 @@
-"""Disturbed runs (#45): a run whose measured steps vary beyond the stated bound (analysis.disturbance) is
+"""Disturbed runs (#45): a run whose measured steps vary beyond the stated bound (analysis.per_run.disturbance) is
 flagged, never dropped, in its summary, the scaling tables, the report, the reproduction verdict and
 `compare`, with the steps that stand out. The bound's numbers are worked by hand here."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import cli
-from rlvr_scaling.analysis import disturbance
-from rlvr_scaling.analysis.reproduction import reproduction_findings, reproduction_rows
-from rlvr_scaling.analysis.tables import strong_rows, weak_rows
+from rlvr_scaling.analysis.per_run import disturbance
+from rlvr_scaling.analysis.shown.tables import strong_rows, weak_rows
+from rlvr_scaling.analysis.verdict.reproduction import reproduction_findings, reproduction_rows
 
 from .study_runs import PublishedStudy, fabricate_study, publish_study
 

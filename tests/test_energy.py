@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.energy_use import summarize_energy
+from rlvr_scaling.analysis.per_run.energy_use import summarize_energy
 from rlvr_scaling.execution.energy import EnergyMeter, joules_between, read_pm_counters
 from rlvr_scaling.execution.step_clock import StepClock
 from rlvr_scaling.study.config import load_study

@@ -1,4 +1,4 @@
-"""What a figure plots, read back from the drawn figure (analysis/figure_data.py): the numbers a
+"""What a figure plots, read back from the drawn figure (analysis/shown/figure_data.py): the numbers a
 reader gets in figure_data.json and verify compares with the figures drawn again."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from rlvr_scaling.analysis.figure_data import first_difference, plotted_data  # noqa: E402
+from rlvr_scaling.analysis.shown.figure_data import first_difference, plotted_data  # noqa: E402
 
 
 def test_the_numbers_of_error_bars_lines_and_bars_are_read_back_with_their_labels() -> None:

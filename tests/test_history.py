@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import cli
-from rlvr_scaling.analysis.reproduction import reproduction_rows
+from rlvr_scaling.analysis.verdict.reproduction import reproduction_rows
 from rlvr_scaling.publish.history import SETTINGS, history_path, record_study, study_history
 from rlvr_scaling.publish.study_comparison import study_facts
 

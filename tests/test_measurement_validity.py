@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.summary import validity_checks
+from rlvr_scaling.analysis.per_run.summary import validity_checks
 from rlvr_scaling.cli import main
 from rlvr_scaling.measured.metrics_file import REQUIRED_STEP_KEYS, measurement_problems, read_metrics_jsonl
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis import scaling
+from rlvr_scaling.analysis.across_runs import scaling
 from rlvr_scaling.measured.console_log import parse_value, read_console
 from rlvr_scaling.measured.metrics import read_steps, summarize_steps
 from rlvr_scaling.measured.metrics_file import read_metrics_jsonl

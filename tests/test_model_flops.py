@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from rlvr_scaling.analysis.model_flops import summarize_mfu
+from rlvr_scaling.analysis.per_run.model_flops import summarize_mfu
 from rlvr_scaling.study.model_shape import ModelShape, model_record
 
 from .study_runs import QWEN3_8B_CONFIG

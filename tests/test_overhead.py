@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows, run_overhead
+from rlvr_scaling.analysis.per_run.overhead import overhead_finding, overhead_rows, run_overhead
 from rlvr_scaling.execution.launch import wait_watching
 from rlvr_scaling.execution.step_clock import StepClock
 

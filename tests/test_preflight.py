@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.selection_io import read_selections
+from rlvr_scaling.analysis.across_runs.selection_io import read_selections
 from rlvr_scaling.execution.engine_smoke import run_smoke, smoke_run
 from rlvr_scaling.execution.preflight import check, engine_modules, preflight_nodes, runs_to_check
 from rlvr_scaling.study.config import load_study

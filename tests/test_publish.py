@@ -11,8 +11,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
-from rlvr_scaling.analysis.engine_fill import fill_finding, fill_rows
-from rlvr_scaling.analysis.table_files import TABLES
+from rlvr_scaling.analysis.across_runs.engine_fill import fill_finding, fill_rows
+from rlvr_scaling.analysis.shown.table_files import TABLES
 from rlvr_scaling.measured.models import DatasetIndex, RunSummary
 
 from .study_runs import FabricatedStudy, publish_study
@@ -118,7 +118,7 @@ def test_a_finding_says_when_no_run_is_under_filled() -> None:
 
 def _drawn(study: FabricatedStudy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     """The scaling figures as drawn (matplotlib's figures, before any file is written)."""
-    from rlvr_scaling.analysis import figures
+    from rlvr_scaling.analysis.shown import figures
 
     drawn: dict = {}
 
@@ -152,7 +152,7 @@ def _table(tables: Path, name: str, column: str, factor: float = 1.0) -> dict[st
 def test_the_scaling_figures_plot_the_tables_numbers_and_the_ideal(published, tmp_path, monkeypatch) -> None:
     # Figures were once checked by file size only: an inverted ratio or another ideal line drew a
     # figure of the same size. The points are the tables' own numbers (one definition:
-    # analysis/scaling.py), so a reader's figure and table agree.
+    # analysis/across_runs/scaling.py), so a reader's figure and table agree.
     study, tables, _figures, _report = published
     drawn = _drawn(study, tmp_path, monkeypatch)
     reference = study.study.config.scaling.strong_reference_nodes

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.reproduction import Measurement, judge_number, reproduction_rows
+from rlvr_scaling.analysis.verdict.reproduction import Measurement, judge_number, reproduction_rows
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.reference import load_reference, reference_path

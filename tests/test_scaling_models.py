@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling import cli
-from rlvr_scaling.analysis.calibration import calibrate
-from rlvr_scaling.analysis.phase_models import PARTS, model_rows, part_time, series_model
-from rlvr_scaling.analysis.scaling_models import choose_model
-from rlvr_scaling.analysis.selection_io import current_plan
+from rlvr_scaling.analysis.across_runs.phase_models import PARTS, model_rows, part_time, series_model
+from rlvr_scaling.analysis.across_runs.scaling_models import choose_model
+from rlvr_scaling.analysis.across_runs.selection_io import current_plan
+from rlvr_scaling.analysis.cost.calibration import calibrate
 
 from .study_runs import STUDY_SETS, fabricate_study, study_args
 
@@ -100,7 +100,7 @@ def test_plan_predicts_node_counts_not_measured_from_the_measured_series(tmp_pat
     efficiency = part_time(reference, "step") / time_64 / (64 / 4)
     line = next(x for x in out.splitlines() if x.split()[:3] == ["gsm8k", "strong", "64"])
     assert f"{time_64:.1f} [{low:.1f}, {high:.1f}]" in line and f"{efficiency:.2f}" in line.split()
-    # Priced outside the steps as plan and the budget price a run not made (analysis.calibration).
+    # Priced outside the steps as plan and the budget price a run not made (analysis.cost.calibration).
     study = made.study
     outside = calibrate(study, current_plan(study, tmp_path), tmp_path).outside_steps_s(study.config.estimate, 64)
     assert f"{64 * (outside + study.config.algorithm.steps * time_64) / 3600:.2f}" in line.split()

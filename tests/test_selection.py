@@ -6,8 +6,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.analysis.selection import SelectionError, select
-from rlvr_scaling.analysis.summary import failed_summary
+from rlvr_scaling.analysis.across_runs.selection import SelectionError, select
+from rlvr_scaling.analysis.per_run.summary import failed_summary
 from rlvr_scaling.execution.outcome import lands_in_runs, memory_evidence
 from rlvr_scaling.execution.run_records import spec_document
 from rlvr_scaling.measured.models import Check, Measured, RunSummary, Spread

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 from rlvr_scaling import cli, paths
-from rlvr_scaling.analysis.budget import measured_node_hours, study_cost
-from rlvr_scaling.analysis.selection import SelectionError, select
-from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points, sweep_runs
-from rlvr_scaling.analysis.sweep_order import GRID, SEQUENTIAL, sweep_stop
-from rlvr_scaling.analysis.sweep_savings import sweep_findings
+from rlvr_scaling.analysis.across_runs.selection import SelectionError, select
+from rlvr_scaling.analysis.across_runs.selection_io import current_plan, skipped_sweep_points, sweep_runs
+from rlvr_scaling.analysis.across_runs.sweep_order import GRID, SEQUENTIAL, sweep_stop
+from rlvr_scaling.analysis.cost.budget import measured_node_hours, study_cost
+from rlvr_scaling.analysis.cost.sweep_savings import sweep_findings
 from rlvr_scaling.execution.storage import link_results
 from rlvr_scaling.study.config import Study, load_study
 from rlvr_scaling.study.plan import known_runs

@@ -58,10 +58,12 @@ def test_each_step_runs_its_module_and_what_it_imports_and_no_other_steps() -> N
     def names(step: str) -> set[str]:
         return {str(Path(path).relative_to(paths.PACKAGE_DIR)) for path in step_code(step)}
 
-    assert {"analysis/tables.py", "measured/stats.py", "measured/models.py"} <= names("tables")
-    assert "analysis/figures.py" not in names("tables") and "publish/report.py" not in names("tables")
-    assert {"analysis/figures.py", "analysis/tables.py"} <= names("figures")  # figures are drawn from tables
-    assert "analysis/tables.py" not in names("summary") and "analysis/summary.py" in names("summary")
+    assert {"analysis/shown/tables.py", "measured/stats.py", "measured/models.py"} <= names("tables")
+    assert "analysis/shown/figures.py" not in names("tables") and "publish/report.py" not in names("tables")
+    assert {"analysis/shown/figures.py", "analysis/shown/tables.py"} <= names(
+        "figures"
+    )  # figures are drawn from tables
+    assert "analysis/shown/tables.py" not in names("summary") and "analysis/per_run/summary.py" in names("summary")
     for step in ("summary", "selection", "index", "tables", "figures", "report", "bundle"):
         assert "cli.py" not in names(step) and "execution/launch.py" not in names(step), step
         assert all(Path(path).is_file() for path in step_code(step))

@@ -30,8 +30,8 @@ def _all_at_root(args: argparse.Namespace, values: list[str]) -> list[Path]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.budget import budget_line, cost_function, study_cost
-    from rlvr_scaling.analysis.selection_io import current_plan, skipped_sweep_points
+    from rlvr_scaling.analysis.across_runs.selection_io import current_plan, skipped_sweep_points
+    from rlvr_scaling.analysis.cost.budget import budget_line, cost_function, study_cost
     from rlvr_scaling.inputs.data_check import check_inputs
     from rlvr_scaling.plan_view import (
         build_line,
@@ -48,7 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     study = _load(args)
     check_inputs(study)
     if args.nodes:
-        from rlvr_scaling.analysis.prediction_view import parse_nodes, prediction_text
+        from rlvr_scaling.analysis.cost.prediction_view import parse_nodes, prediction_text
 
         sys.stdout.write(prediction_text(study, Path(args.root), parse_nodes(args.nodes)))
         return 0
@@ -94,7 +94,7 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.analysis.across_runs.selection_io import current_plan
     from rlvr_scaling.execution.launch import RunFailed, launch
     from rlvr_scaling.study.plan import find_run
 
@@ -111,7 +111,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.metrics_view import describe_inspection, inspect_metrics
+    from rlvr_scaling.analysis.per_run.metrics_view import describe_inspection, inspect_metrics
 
     found = inspect_metrics(Path(args.file), args.n_gpus, args.warmup_steps, args.steps)
     if args.json:
@@ -122,7 +122,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.summary import summarize_run
+    from rlvr_scaling.analysis.per_run.summary import summarize_run
 
     summary = summarize_run(Path(args.run_dir), args.warmup_steps, args.peak_tflops_bf16)
     write_json(Path(args.output), summary.to_json())
@@ -132,7 +132,7 @@ def cmd_summarize(args: argparse.Namespace) -> int:
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.selection import select_from_files
+    from rlvr_scaling.analysis.across_runs.selection import select_from_files
 
     chosen = select_from_files(_load(args), args.dataset, _all_at_root(args, args.summaries))
     write_json(_at_root(args, args.output), chosen)
@@ -141,7 +141,7 @@ def cmd_select(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_step(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.selection import sweep_step_from_files
+    from rlvr_scaling.analysis.across_runs.selection import sweep_step_from_files
 
     step = sweep_step_from_files(_load(args), args.dataset, _all_at_root(args, args.summaries))
     write_json(_at_root(args, args.output), step)
@@ -150,7 +150,7 @@ def cmd_sweep_step(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.results_io import index_dataset
+    from rlvr_scaling.analysis.per_run.results_io import index_dataset
 
     selection = _at_root(args, args.selection) if args.selection else None
     summaries = _all_at_root(args, args.summaries)
@@ -159,14 +159,14 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _results(args: argparse.Namespace):
-    from rlvr_scaling.analysis.results_io import load_results
+    from rlvr_scaling.analysis.per_run.results_io import load_results
 
     return load_results(_all_at_root(args, args.indexes), Path(args.root))
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.reproduction import reproduction_rows
-    from rlvr_scaling.analysis.table_files import write_tables
+    from rlvr_scaling.analysis.shown.table_files import write_tables
+    from rlvr_scaling.analysis.verdict.reproduction import reproduction_rows
 
     study, results = _load(args), _results(args)
     verdicts = reproduction_rows(results, study.config, study.reference())
@@ -177,7 +177,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.figures import write_figures
+    from rlvr_scaling.analysis.shown.figures import write_figures
 
     study = _load(args)
     reference = study.config.scaling.strong_reference_nodes
@@ -225,7 +225,7 @@ def record_in_history(study, root: Path, results, archive: Path) -> str:
     """The finished study (its bundle) appended to the results store, with its verdicts."""
     import datetime as dt
 
-    from rlvr_scaling.analysis.reproduction import reproduction_rows
+    from rlvr_scaling.analysis.verdict.reproduction import reproduction_rows
     from rlvr_scaling.execution.provenance import git_commit
     from rlvr_scaling.publish.bundle import provenance_record
     from rlvr_scaling.publish.history import history_path, record_study
@@ -351,7 +351,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.imported_run import ImportedShape, import_run
+    from rlvr_scaling.analysis.per_run.imported_run import ImportedShape, import_run
 
     shape = ImportedShape(
         dataset=args.dataset,
@@ -411,7 +411,7 @@ def cmd_resolve_check(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.selection_io import read_selections
+    from rlvr_scaling.analysis.across_runs.selection_io import read_selections
     from rlvr_scaling.execution.preflight import run_preflight
 
     study = _load(args)
@@ -435,7 +435,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.selection_io import current_plan
+    from rlvr_scaling.analysis.across_runs.selection_io import current_plan
     from rlvr_scaling.status import (
         render_status,
         snakemake_args,

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.budget import measured_node_hours
+from rlvr_scaling.analysis.cost.budget import measured_node_hours
 from rlvr_scaling.errors import ConfigError
 from rlvr_scaling.execution.storage import results_location
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PendingRun, PlannedRun, Run, known_runs
 
 if TYPE_CHECKING:
-    from rlvr_scaling.analysis.selection_io import SkippedPoints
+    from rlvr_scaling.analysis.across_runs.selection_io import SkippedPoints
 
 CostOf = Callable[[Run], float]
 

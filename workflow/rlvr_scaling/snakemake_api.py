@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.budget import check_budget
-from rlvr_scaling.analysis.selection_io import current_plan, read_selection, read_sweep_step, sweep_run_ids
-from rlvr_scaling.analysis.sweep_order import SEQUENTIAL
+from rlvr_scaling.analysis.across_runs.selection_io import current_plan, read_selection, read_sweep_step, sweep_run_ids
+from rlvr_scaling.analysis.across_runs.sweep_order import SEQUENTIAL
+from rlvr_scaling.analysis.cost.budget import check_budget
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.preflight import preflight_nodes
 from rlvr_scaling.execution.storage import link_results

@@ -30,11 +30,11 @@ STEPS_DIR = "steps"
 # no step's code. The preflight (a Slurm job on a cluster) and the inputs are redone for a changed
 # setting, not for an edited module.
 STEP_MODULES = {
-    "summary": "analysis.summary",
-    "selection": "analysis.selection",
-    "index": "analysis.results_io",
-    "tables": "analysis.table_files",
-    "figures": "analysis.figures",
+    "summary": "analysis.per_run.summary",
+    "selection": "analysis.across_runs.selection",
+    "index": "analysis.per_run.results_io",
+    "tables": "analysis.shown.table_files",
+    "figures": "analysis.shown.figures",
     "report": "publish.report",
     "bundle": "publish.bundle",
 }

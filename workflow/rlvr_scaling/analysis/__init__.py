@@ -1,3 +1,3 @@
-"""From the runs' records to the study's numbers: per-run summaries and their validity checks, the
-sweep's selection, scaling and phase models, cost and calibration, tables, figures and the reproduction
-verdict. May import the layers below it (measured, study, inputs, execution, base): docs/architecture.md."""
+"""From the runs' records to the study's numbers, in five layers, each importing only those before it:
+per_run (what one run measured), across_runs (what the runs say together), cost (what it costs),
+shown (tables and figures) and verdict (whether it reproduced). docs/architecture.md."""

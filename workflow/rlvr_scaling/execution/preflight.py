@@ -274,7 +274,7 @@ def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:
 
 def runs_to_check(study: Study, root: Path, chosen: dict[str, int | None]) -> tuple[list[Run], list[str]]:
     """Every run the study may make: its sweep, and its scaling runs for each sweep point the selection
-    could choose (or the pinned or chosen one: `chosen`, per dataset, as analysis.selection_io reads it,
+    could choose (or the pinned or chosen one: `chosen`, per dataset, as analysis.across_runs.selection_io reads it,
     given by the caller because the analysis sits above execution); and the sweep points whose scaling
     runs cannot be planned (they would stop the workflow after the sweep)."""
     grids = {d: [chosen[d]] if chosen.get(d) else study.dataset(d).sweep for d in study.datasets}

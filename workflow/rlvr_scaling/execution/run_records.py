@@ -84,6 +84,6 @@ def job_record(study: Study, run: Run, root: Path, env: dict[str, str]) -> dict[
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         **host_facts(),
         "versions": package_versions(),
-        # The shape the run's MFU is counted from (analysis.model_flops).
+        # The shape the run's MFU is counted from (analysis.per_run.model_flops).
         "model": model_record(paths.model_dir(root, study.site_name) / "config.json"),
     }

@@ -4,7 +4,7 @@ set share of the mean, after a set number of measured steps (config `adaptive_st
 The interval is the summaries' own (measured.stats.bootstrap_ci, seeded), so the stop is reproducible:
 the launcher applies the rule as the steps are logged (execution.step_clock), and the summary applies
 it again to the steps the run kept, so a run that stopped early proves its own stop. What the report
-says of the stops is analysis.adaptive_report's (report wording does not redo the summaries)."""
+says of the stops is analysis.cost.adaptive_report's (report wording does not redo the summaries)."""
 
 from __future__ import annotations
 

@@ -50,11 +50,11 @@ class Measured:
     response_clip_ratio: Spread
     peak_memory_gb: float | None
     throughput_cross_check: dict[str, Any]
-    # MFU per phase (analysis.model_flops.summarize_mfu); None in summaries written before it existed
+    # MFU per phase (analysis.per_run.model_flops.summarize_mfu); None in summaries written before it existed
     mfu: dict[str, Any] | None = None
-    # joules per step and trajectory (analysis.energy_use); None in summaries written before it existed
+    # joules per step and trajectory (analysis.per_run.energy_use); None in summaries written before it existed
     energy: dict[str, Any] | None = None
-    # whether its steps were disturbed (analysis.disturbance); None in summaries written before it existed
+    # whether its steps were disturbed (analysis.per_run.disturbance); None in summaries written before it existed
     disturbance: dict[str, Any] | None = None
 
     SPREADS = ("step_time_s", "tokens_per_step", "throughput_per_gpu", "response_length", "response_clip_ratio")
@@ -144,7 +144,7 @@ class RunSummary:
     provenance: dict[str, Any]
     failure: str | None = None
     memory_evidence: str | None = None
-    overhead: dict[str, float] | None = None  # analysis.overhead: start-up and tear-down, in seconds
+    overhead: dict[str, float] | None = None  # analysis.per_run.overhead: start-up and tear-down, in seconds
     estimated_node_hours: float | None = None  # what the plan's estimate gave the run (its spec)
     adaptive_stop: dict[str, Any] | None = None  # where the adaptive step count stopped it (job.json)
 

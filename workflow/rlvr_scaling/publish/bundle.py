@@ -9,7 +9,7 @@ import datetime as dt
 from pathlib import Path
 
 from rlvr_scaling import __version__, paths
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.execution.provenance import git_commit, package_versions
 from rlvr_scaling.fsutil import json_text
 from rlvr_scaling.publish.archive import SUMS, sha256_sums, write_archive

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.execution.step_clock import AFTER_STOP
 from rlvr_scaling.fsutil import json_text, relative_to_root
 from rlvr_scaling.inputs.container import recipe_path, record_path

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from rlvr_scaling import __version__
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 
 LAYOUT = (
     ("README.md, CITATION.cff", "this text; how to cite the measurements"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.execution.step_clock import AFTER_STOP
 
 PROFILES = {

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.reproduction import judge_number
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
+from rlvr_scaling.analysis.verdict.reproduction import judge_number
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.publish.study_comparison import DEFINING, study_facts
 
@@ -170,7 +170,7 @@ def _moved(before: Any, after: Any, rule: dict[str, float] | None) -> str | None
     if _no_value(before) and _no_value(after):
         return None  # not measured either time
     if isinstance(before, int | float) and isinstance(after, int | float):
-        from rlvr_scaling.analysis.reproduction import Measurement
+        from rlvr_scaling.analysis.verdict.reproduction import Measurement
 
         rule = rule or POINT_TOLERANCE
         if "interval_factor" in rule:  # no interval is stored: a relation's own rule cannot apply

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.reproduction import reproduction_rows
-from rlvr_scaling.analysis.results_io import StudyResults, one_image
-from rlvr_scaling.analysis.selection import select
-from rlvr_scaling.analysis.summary import summarize_run
-from rlvr_scaling.analysis.table_files import TABLES, write_tables
+from rlvr_scaling.analysis.across_runs.selection import select
+from rlvr_scaling.analysis.per_run.results_io import StudyResults, one_image
+from rlvr_scaling.analysis.per_run.summary import summarize_run
+from rlvr_scaling.analysis.shown.table_files import TABLES, write_tables
+from rlvr_scaling.analysis.verdict.reproduction import reproduction_rows
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.measured.models import DatasetIndex, RunSummary
 from rlvr_scaling.publish.bundle_contents import CONFIG_MEMBER, REFERENCE_MEMBER, SITE_MEMBER
@@ -221,8 +221,8 @@ def recompute_figures(root: Path, config: StudyConfig, results: StudyResults, fi
     """The figures drawn again from the summaries: their captions and what they plot (figure_data.json)
     must be the bundle's. The PNG and PDF bytes are not compared (fonts and matplotlib's build draw
     them), so they stay evidence checked by checksum."""
-    from rlvr_scaling.analysis.figure_data import DATA_FILE, first_difference
-    from rlvr_scaling.analysis.figures import write_figures
+    from rlvr_scaling.analysis.shown.figure_data import DATA_FILE, first_difference
+    from rlvr_scaling.analysis.shown.figures import write_figures
 
     with tempfile.TemporaryDirectory(prefix="rlvr-verify-") as scratch:
         drawn = Path(scratch)

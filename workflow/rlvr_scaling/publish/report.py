@@ -7,17 +7,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis import disturbance
-from rlvr_scaling.analysis.adaptive_report import adaptive_findings
-from rlvr_scaling.analysis.cost_check import cost_finding, cost_rows
-from rlvr_scaling.analysis.energy_use import energy_findings
-from rlvr_scaling.analysis.engine_fill import fill_findings
-from rlvr_scaling.analysis.model_flops import mfu_findings
-from rlvr_scaling.analysis.overhead import overhead_finding, overhead_rows
-from rlvr_scaling.analysis.reproduction import reproduction_findings, reproduction_rows
-from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.sweep_savings import sweep_findings
-from rlvr_scaling.analysis.table_files import TABLES
+from rlvr_scaling.analysis.across_runs.engine_fill import fill_findings
+from rlvr_scaling.analysis.cost.adaptive_report import adaptive_findings
+from rlvr_scaling.analysis.cost.cost_check import cost_finding, cost_rows
+from rlvr_scaling.analysis.cost.sweep_savings import sweep_findings
+from rlvr_scaling.analysis.per_run import disturbance
+from rlvr_scaling.analysis.per_run.energy_use import energy_findings
+from rlvr_scaling.analysis.per_run.model_flops import mfu_findings
+from rlvr_scaling.analysis.per_run.overhead import overhead_finding, overhead_rows
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
+from rlvr_scaling.analysis.shown.table_files import TABLES
+from rlvr_scaling.analysis.verdict.reproduction import reproduction_findings, reproduction_rows
 from rlvr_scaling.measured.stats import BOOTSTRAP_METHOD, BOOTSTRAP_WHY
 from rlvr_scaling.study.sections import StudyConfig
 
@@ -43,7 +43,8 @@ def findings(study: StudyConfig, results: StudyResults, reference: dict[str, Any
 
 
 def disturbed_lines(results: StudyResults) -> list[str]:
-    """Every measured run whose steps varied beyond analysis.disturbance's bound, with the steps that stand out."""
+    """Every measured run whose steps varied beyond analysis.per_run.disturbance's bound, with the steps
+    that stand out."""
     lines = ["## Disturbed runs", "", f"A run is flagged when its {disturbance.RULE}; it stays in the tables."]
     flagged = [
         s

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.disturbance import is_disturbed
-from rlvr_scaling.analysis.results_io import StudyResults, load_results
-from rlvr_scaling.analysis.tables import per_step_time, ratio_interval
+from rlvr_scaling.analysis.per_run.disturbance import is_disturbed
+from rlvr_scaling.analysis.per_run.results_io import StudyResults, load_results
+from rlvr_scaling.analysis.shown.tables import per_step_time, ratio_interval
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.measured.stats import BOOTSTRAP_METHOD
 from rlvr_scaling.publish.unpack import unpack_bundle
@@ -174,7 +174,7 @@ def comparison_rows(a: OpenedStudy, b: OpenedStudy, margin: float = DEFAULT_MARG
                     row["detectable_change"] = detectable_change(low, high)
                 else:
                     row["verdict"] = "only in A" if sa else "only in B"
-                # which side's run had disturbed steps (analysis.disturbance): the verdict rests on it
+                # which side's run had disturbed steps (analysis.per_run.disturbance): the verdict rests on it
                 row["disturbed"] = " ".join(side for side, s in (("A", sa), ("B", sb)) if _disturbed(s))
                 row["a_throughput_per_gpu"] = sa.measured.throughput_per_gpu.mean if sa else None
                 row["b_throughput_per_gpu"] = sb.measured.throughput_per_gpu.mean if sb else None
@@ -220,7 +220,7 @@ def summary_paragraph(
     resting = [r for r in both if r["disturbed"]]
     if resting:
         text += (
-            f" {len(resting)} verdict(s) rest on a run whose steps were disturbed (analysis.disturbance): "
+            f" {len(resting)} verdict(s) rest on a run whose steps were disturbed (analysis.per_run.disturbance): "
             + "; ".join(f"{_point(r)} (run of {r['disturbed']})" for r in resting)
             + "."
         )
@@ -250,7 +250,7 @@ def compare_studies(
     paragraph = summary_paragraph(a, b, rows, margin)
     written: list[str] = []
     if output is not None:
-        from rlvr_scaling.analysis.table_files import write_table
+        from rlvr_scaling.analysis.shown.table_files import write_table
 
         title = f"B ({b.label}) against A ({a.label}): {test_text(margin)}"
         written = [str(p) for p in write_table(rows, output / "compare", title)]

@@ -18,7 +18,7 @@ def image_identity(study: Study) -> dict[str, Any]:
     names its image. The built image's own sha256 cannot be: a rebuild of the same definition differs
     in timestamps, and run ids are fixed when the workflow is planned. Runs record that digest
     (job.json), Snakemake reruns them when the image is rebuilt, and an index refuses a series
-    measured on two images (analysis.results_io.one_image). Contents, not paths: two clones of the
+    measured on two images (analysis.per_run.results_io.one_image). Contents, not paths: two clones of the
     repository name the same runs."""
     container = study.require_container()
     lock = container.constraints

@@ -1,5 +1,5 @@
 """A model's shape as its Hugging Face config.json gives it, and what a run's job.json records of the
-model it loads: what the FLOPs count (analysis.model_flops) and the memory budget per GPU
+model it loads: what the FLOPs count (analysis.per_run.model_flops) and the memory budget per GPU
 (study.memory_budget) both read, so it sits below them."""
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis import disturbance
-from rlvr_scaling.analysis.energy_use import summarize_energy
-from rlvr_scaling.analysis.model_flops import summarize_mfu
-from rlvr_scaling.analysis.overhead import run_overhead
+from rlvr_scaling.analysis.per_run import disturbance
+from rlvr_scaling.analysis.per_run.energy_use import summarize_energy
+from rlvr_scaling.analysis.per_run.model_flops import summarize_mfu
+from rlvr_scaling.analysis.per_run.overhead import run_overhead
 from rlvr_scaling.fsutil import sha256_file
 from rlvr_scaling.measured.adaptive_steps import expected_steps, stop_check
 from rlvr_scaling.measured.metrics import finite_values, read_steps, summarize_steps
@@ -179,7 +179,7 @@ def summarize_run(
             "repository_commit": spec.get("repository_commit"),
             "start": job.get("start"),
             "end": job.get("end"),
-            # A run made elsewhere (analysis.imported_run): where its log came from.
+            # A run made elsewhere (analysis.per_run.imported_run): where its log came from.
             **({"imported": spec["imported"]} if "imported" in spec else {}),
         },
     )

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.selection import SelectionError, swept_points
-from rlvr_scaling.analysis.sweep_order import SEQUENTIAL, SweepStop
+from rlvr_scaling.analysis.across_runs.selection import SelectionError, swept_points
+from rlvr_scaling.analysis.across_runs.sweep_order import SEQUENTIAL, SweepStop
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.measured.models import RunSummary
 from rlvr_scaling.study.config import Study

@@ -58,9 +58,9 @@ def failed_attempts_cost(root: Path) -> float:
 
 def cost_function(study: Study, plan: list[PlannedRun], root: Path) -> tuple[Callable[[Run], float], str]:
     """A run's node-hours: measured for a run done; else calibrated by the sweep points measured
-    (analysis.calibration) where its dataset has any, else the site's estimate; and a phrase saying
+    (analysis.cost.calibration) where its dataset has any, else the site's estimate; and a phrase saying
     which, for the runs not done."""
-    from rlvr_scaling.analysis.calibration import calibrate
+    from rlvr_scaling.analysis.cost.calibration import calibrate
 
     calibration = calibrate(study, plan, root)
 

@@ -8,7 +8,7 @@ import datetime as dt
 import math
 from typing import Any
 
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 
 
 def _time(text: str) -> dt.datetime:

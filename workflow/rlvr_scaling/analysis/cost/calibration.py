@@ -1,6 +1,6 @@
 """The cost of the runs not yet made, calibrated by what was measured: per dataset, step time as a
 line in the trajectories per engine, fitted to the one-node sweep points measured, plus the start-up
-the runs measured (analysis.overhead). Until sweep points are measured, the site's estimate stands."""
+the runs measured (analysis.per_run.overhead). Until sweep points are measured, the site's estimate stands."""
 
 from __future__ import annotations
 

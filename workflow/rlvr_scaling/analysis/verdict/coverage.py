@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlvr_scaling.analysis import disturbance
+from rlvr_scaling.analysis.per_run import disturbance
 from rlvr_scaling.measured.stats import bootstrap_ci, row_mean_ratio
 
 DISTURBANCE = (1.5, 3.0)  # a disturbed step takes this many times as long (uniform)
@@ -57,7 +57,7 @@ CASES = (
     *(Case(steps, 0.02, 0.0, 0.1) for steps in (10, 19)),
 )
 # The cases the method claims a 95% interval for: steady steps, whatever their noise and correlation.
-# Heavy-tailed runs are flagged as disturbed instead (analysis.disturbance).
+# Heavy-tailed runs are flagged as disturbed instead (analysis.per_run.disturbance).
 CLAIMED = tuple(case for case in CASES if not case.disturbed)
 
 
@@ -118,7 +118,7 @@ def coverage(case: Case, interval: str, runs: int, seed: int) -> tuple[int, floa
 
 
 def flagged_share(case: Case, runs: int, seed: int) -> float:
-    """The share of simulated runs the disturbance rule (analysis.disturbance) flags."""
+    """The share of simulated runs the disturbance rule (analysis.per_run.disturbance) flags."""
     rng = np.random.default_rng(seed)
     flagged = 0
     for _ in range(runs):

@@ -1,6 +1,6 @@
 """Every run's cost predicted against measured: the node-hours the site's estimate gave it when it was
 planned, what the calibration gives it from the other runs (its dataset's other valid sweep points for
-the step time, the other runs' start-up and tear-down: analysis.calibration), and what it measured
+the step time, the other runs' start-up and tear-down: analysis.cost.calibration), and what it measured
 (its launcher's start to its end, times its nodes). No run predicts itself."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlvr_scaling.analysis.calibration import calibration_from
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.cost.calibration import calibration_from
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.measured.models import RunSummary
 
 

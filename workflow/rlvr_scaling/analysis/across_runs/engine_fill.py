@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr_scaling.analysis import scaling
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.across_runs import scaling
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.measured.metrics import PHASES
 from rlvr_scaling.measured.models import RunSummary
 

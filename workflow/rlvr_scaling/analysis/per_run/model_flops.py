@@ -39,7 +39,7 @@ FORMULA = (
     "model FLOPs per step = forwards x (2 x N_matmul x tokens + 2 x layers x heads x head_dim x "
     "trajectories x s^2), N_matmul = layers x (hidden x (q + k + v + o) + 3 x hidden x ffn) + vocab x "
     "hidden, s = mean trajectory length; forwards: gen 1, old_log_prob 1, update_actor 3 "
-    "(Narayanan et al. SC'21 counting, causal attention; rlvr_scaling.analysis.model_flops)"
+    "(Narayanan et al. SC'21 counting, causal attention; rlvr_scaling.analysis.per_run.model_flops)"
 )
 NO_PEAK = "the site file gives no hardware.peak_tflops_bf16"
 # Forward passes' worth of FLOPs each phase does per step.

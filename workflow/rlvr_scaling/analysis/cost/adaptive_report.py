@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.measured.adaptive_steps import describe_rule
 from rlvr_scaling.measured.models import RunSummary
 

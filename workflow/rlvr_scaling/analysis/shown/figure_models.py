@@ -1,4 +1,4 @@
-"""Figure 6: each part of a step, measured against its scaling model (analysis.phase_models), per
+"""Figure 6: each part of a step, measured against its scaling model (analysis.across_runs.phase_models), per
 dataset and series, with the model's 95% prediction band carried to four times the largest node
 count measured."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from rlvr_scaling.analysis.figure_data import Captions
-from rlvr_scaling.analysis.phase_models import PARTS, part_time, series_model
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.across_runs.phase_models import PARTS, part_time, series_model
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
+from rlvr_scaling.analysis.shown.figure_data import Captions
 
 NAME = "figure6_phase_models"
 

@@ -12,11 +12,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from rlvr_scaling.analysis import scaling  # noqa: E402
-from rlvr_scaling.analysis.figure_data import DATA_FILE, FORMATS, Captions, plotted_data
-from rlvr_scaling.analysis.figure_models import figure_phase_models
-from rlvr_scaling.analysis.results_io import StudyResults  # noqa: E402
-from rlvr_scaling.analysis.tables import ALL_PHASES, per_step_throughput, per_step_time  # noqa: E402
+from rlvr_scaling.analysis.across_runs import scaling  # noqa: E402
+from rlvr_scaling.analysis.per_run.results_io import StudyResults  # noqa: E402
+from rlvr_scaling.analysis.shown.figure_data import DATA_FILE, FORMATS, Captions, plotted_data
+from rlvr_scaling.analysis.shown.figure_models import figure_phase_models
+from rlvr_scaling.analysis.shown.tables import ALL_PHASES, per_step_throughput, per_step_time  # noqa: E402
 from rlvr_scaling.fsutil import json_text
 from rlvr_scaling.measured.models import RunSummary
 from rlvr_scaling.measured.stats import BOOTSTRAP_METHOD, sample_std  # noqa: E402
@@ -131,7 +131,7 @@ def figure_weak_efficiency(results: StudyResults, output: Path, captions: Captio
         base = next((r for r in runs if r.nodes == 1), None)
         if base is None:
             return None, 0.0
-        # The point is the table's efficiency (analysis/scaling.py, on the runs' means); the bar, the
+        # The point is the table's efficiency (analysis/across_runs/scaling.py, on the runs' means); the bar, the
         # spread of the steps' own ratios.
         reference = base.measured.throughput_per_gpu.mean
         ratios = [100 * scaling.weak_efficiency(t, reference) for t in per_step_throughput(s)]
@@ -154,7 +154,7 @@ def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: P
         ref = next((r for r in runs if r.nodes == reference_nodes), None)
         if ref is None:
             return None, 0.0
-        # The point is the table's speedup (analysis/scaling.py: T_ref / mean T_N, not the mean of the
+        # The point is the table's speedup (analysis/across_runs/scaling.py: T_ref / mean T_N, not the mean of the
         # steps' ratios); the bar, the spread of the steps' own ratios.
         reference = ref.measured.step_time_s.mean
         speedups = [scaling.strong_speedup(reference, t) for t in per_step_time(s)]

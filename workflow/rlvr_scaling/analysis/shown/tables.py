@@ -1,4 +1,4 @@
-"""The rows of the study's tables, from the run summaries (written by analysis.table_files).
+"""The rows of the study's tables, from the run summaries (written by analysis.shown.table_files).
 
 Every row carries the run ids it was computed from, so each cell traces back to its runs.
 """
@@ -8,9 +8,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlvr_scaling.analysis import disturbance, scaling
-from rlvr_scaling.analysis.engine_fill import under_filled
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.across_runs import scaling
+from rlvr_scaling.analysis.across_runs.engine_fill import under_filled
+from rlvr_scaling.analysis.per_run import disturbance
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.measured.metrics import PHASES, throughput_per_gpu
 from rlvr_scaling.measured.models import RunSummary
 from rlvr_scaling.measured.stats import bootstrap_ci, row_mean_ratio
@@ -62,7 +63,7 @@ def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
                 "efficiency": math.nan,
                 "efficiency_ci_low": math.nan,
                 "efficiency_ci_high": math.nan,
-                # its steps vary beyond analysis.disturbance's bound: empty, or why and which steps
+                # its steps vary beyond analysis.per_run.disturbance's bound: empty, or why and which steps
                 "disturbed": disturbance.short(s.measured.disturbance),
                 "run_id": s.run_id,
                 "base_run_id": base.run_id if base else None,
@@ -136,7 +137,7 @@ MFU_PHASES = ("gen", "old_log_prob", "update_actor", "step")
 
 
 def mfu_rows(results: StudyResults) -> list[dict[str, Any]]:
-    """MFU per phase of every scaling run (analysis.model_flops), verl's own beside it; empty cells
+    """MFU per phase of every scaling run (analysis.per_run.model_flops), verl's own beside it; empty cells
     where a run's MFU is not measured (the report says why)."""
     rows = []
     for dataset in results.datasets():
@@ -158,7 +159,7 @@ def mfu_rows(results: StudyResults) -> list[dict[str, Any]]:
 
 
 def energy_rows(results: StudyResults) -> list[dict[str, Any]]:
-    """Joules per step and per trajectory of every scaling run (analysis.energy_use); empty cells where
+    """Joules per step and per trajectory of every scaling run (analysis.per_run.energy_use); empty cells where
     a run's energy is not measured (the report says why)."""
     rows = []
     for dataset in results.datasets():

@@ -1,5 +1,5 @@
 """`rlvr-scaling plan --nodes 32,64`: what the measured series predict at node counts not measured
-(analysis.phase_models): step time with its 95% prediction interval, efficiency, and the node-hours a
+(analysis.across_runs.phase_models): step time with its 95% prediction interval, efficiency, and the node-hours a
 run of the study's steps would cost there."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.calibration import calibrate
-from rlvr_scaling.analysis.phase_models import predictions
-from rlvr_scaling.analysis.results_io import load_results
-from rlvr_scaling.analysis.selection_io import current_plan
+from rlvr_scaling.analysis.across_runs.phase_models import predictions
+from rlvr_scaling.analysis.across_runs.selection_io import current_plan
+from rlvr_scaling.analysis.cost.calibration import calibrate
+from rlvr_scaling.analysis.per_run.results_io import load_results
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.study.config import Study
 
@@ -34,7 +34,7 @@ def prediction_text(study: Study, root: Path, nodes: list[int]) -> str:
             "study (its sweep and scaling runs) first"
         )
     results = load_results(found, root)
-    # Priced as `plan` and the budget price a run not yet made (analysis.calibration).
+    # Priced as `plan` and the budget price a run not yet made (analysis.cost.calibration).
     calibration = calibrate(study, current_plan(study, root), root)
     outside = {n: calibration.outside_steps_s(study.config.estimate, n) or 0.0 for n in nodes}
     rows = predictions(

@@ -113,7 +113,7 @@ FORMATS = (".png", ".pdf")
 
 
 class Captions(dict[str, str]):
-    """Each figure's caption by name, and (`data`) what it plots (analysis/figure_data.py); `formats`:
+    """Each figure's caption by name, and (`data`) what it plots (analysis/shown/figure_data.py); `formats`:
     the files each figure is saved as (none: verify wants only the captions and the data)."""
 
     def __init__(self, formats: tuple[str, ...] = FORMATS) -> None:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.analysis.summary import summarize_run
+from rlvr_scaling.analysis.per_run.summary import summarize_run
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import json_text, staged_directory, write_json
 from rlvr_scaling.measured.metrics import read_steps

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import statistics
 
-from rlvr_scaling.analysis.calibration import step_line
-from rlvr_scaling.analysis.results_io import StudyResults
+from rlvr_scaling.analysis.cost.calibration import step_line
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.measured.models import RunSummary
 
 

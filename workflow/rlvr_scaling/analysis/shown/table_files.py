@@ -1,4 +1,4 @@
-"""The study's tables as files: each table's rows (analysis.tables and the modules named below) as
+"""The study's tables as files: each table's rows (analysis.shown.tables and the modules named below) as
 CSV, Markdown and LaTeX, under the names the report and the bundle's verify read."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.cost_check import cost_rows
-from rlvr_scaling.analysis.engine_fill import fill_rows
-from rlvr_scaling.analysis.overhead import overhead_rows
-from rlvr_scaling.analysis.phase_models import model_rows
-from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.tables import (
+from rlvr_scaling.analysis.across_runs.engine_fill import fill_rows
+from rlvr_scaling.analysis.across_runs.phase_models import model_rows
+from rlvr_scaling.analysis.cost.cost_check import cost_rows
+from rlvr_scaling.analysis.per_run.overhead import overhead_rows
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
+from rlvr_scaling.analysis.shown.tables import (
     energy_rows,
     extra_time_rows,
     invalid_rows,
@@ -86,7 +86,7 @@ TABLES = {
 def write_tables(
     results: StudyResults, reference_nodes: int, output: Path, reproduction: list[dict[str, Any]] | None = None
 ) -> list[Path]:
-    """`reproduction`: the verdict rows (analysis.reproduction), none when the study names no reference."""
+    """`reproduction`: the verdict rows (analysis.verdict.reproduction), none when the study names no reference."""
     builders = {
         "weak_scaling": lambda: weak_rows(results),
         "strong_scaling": lambda: strong_rows(results, reference_nodes),

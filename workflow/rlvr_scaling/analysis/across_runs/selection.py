@@ -2,7 +2,7 @@
 
 Highest throughput per GPU among valid points whose peak memory stays under the cap; points within
 `tolerance` of the best tie, and the smallest prompt count among them wins (the study's GSM8K choice:
-throughput saturated at 100 prompts). A sequential sweep (analysis.sweep_order) is read as far as it
+throughput saturated at 100 prompts). A sequential sweep (analysis.across_runs.sweep_order) is read as far as it
 went, and the points it skipped are listed with the reason. A point counts as over the cap only on
 evidence: a measured peak over it, or an out-of-memory error in its log. A point that failed otherwise
 stops the selection (it is no measurement of anything), and a smaller point over the cap while a
@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from rlvr_scaling.analysis.sweep_order import GRID, SEQUENTIAL, SweepStop, sweep_stop
+from rlvr_scaling.analysis.across_runs.sweep_order import GRID, SEQUENTIAL, SweepStop, sweep_stop
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.measured.models import RunSummary
 

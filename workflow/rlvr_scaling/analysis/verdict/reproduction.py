@@ -4,7 +4,7 @@ study.reference) against what this study measured.
 Each gets one verdict: reproduced, not reproduced (the rule it broke, by how much), not measured (the
 runs it needs are missing or invalid), or not comparable (the study is not the published one: another
 site, model or workload; every entry then says what differs). The measured values come from the
-tables' own rows (analysis.tables), so a verdict and a table cell never disagree on a definition.
+tables' own rows (analysis.shown.tables), so a verdict and a table cell never disagree on a definition.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlvr_scaling.analysis.disturbance import is_disturbed
-from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.tables import ALL_PHASES, extra_time_rows, strong_rows, weak_rows
+from rlvr_scaling.analysis.per_run.disturbance import is_disturbed
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
+from rlvr_scaling.analysis.shown.tables import ALL_PHASES, extra_time_rows, strong_rows, weak_rows
 from rlvr_scaling.study.sections import StudyConfig
 
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED, NOT_COMPARABLE = (
@@ -278,7 +278,7 @@ def reproduction_rows(
             else:
                 verdict, why = judge_relation(entry, measured, rule)
             row = _row(entry, kind, measured, verdict, why, rule)
-            # the runs it is made from whose steps were disturbed (analysis.disturbance): the verdict says so
+            # the runs it is made from whose steps were disturbed (analysis.per_run.disturbance): the verdict says so
             row["rests_on_disturbed"] = " ".join(r for r in measured.runs if _disturbed(results, r))
             rows.append(row)
     return rows

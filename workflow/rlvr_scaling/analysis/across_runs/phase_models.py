@@ -1,13 +1,13 @@
 """The scaling models of a study: per dataset, series and part of a step (each phase, the rest, the
-whole step), the chosen model of its mean time against the nodes (analysis.scaling_models), and
+whole step), the chosen model of its mean time against the nodes (analysis.across_runs.scaling_models), and
 what they predict at node counts not measured: step time, efficiency and node-hours."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlvr_scaling.analysis.results_io import StudyResults
-from rlvr_scaling.analysis.scaling_models import Model, choose_model
+from rlvr_scaling.analysis.across_runs.scaling_models import Model, choose_model
+from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.measured.metrics import PHASES
 from rlvr_scaling.measured.models import RunSummary
 
