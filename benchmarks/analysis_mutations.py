@@ -143,8 +143,8 @@ MUTATIONS = [
     ),
     (
         "analysis/per_run/summary.py",
-        '            "slurm_job_id": job.get("slurm_job_id"),\n            "container"',
-        '            "slurm_job_id": None,\n            "container"',
+        '        "slurm_job_id": job.get("slurm_job_id"),\n        "container"',
+        '        "slurm_job_id": None,\n        "container"',
         "provenance job id",
     ),
     (

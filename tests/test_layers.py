@@ -136,3 +136,23 @@ def test_the_checks_see_an_import_against_the_order_and_a_circle() -> None:
     bottom, top = order[0][1][-1], order[-1][1][0]
     assert layer_of(bottom, order) == 0 and layer_of(top, order) == len(order) - 1
     assert layer_of("rlvr_scaling.no_such_top_level_module", order) is None
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+# A function may be longer when its docstring says why, in a sentence starting with this.
+LONG_BECAUSE = "Over 60 lines because"
+
+
+def test_modules_and_functions_stay_small_enough_to_read() -> None:
+    too_long = []
+    for module, path in MODULES.items():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            too_long.append(f"{module}: {len(text.splitlines())} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES and LONG_BECAUSE not in (ast.get_docstring(node) or ""):
+                    too_long.append(f"{module}.{node.name}: {length} lines, and no '{LONG_BECAUSE}' in its docstring")
+    assert too_long == []

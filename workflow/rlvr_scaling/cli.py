@@ -11,7 +11,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rlvr_scaling import commands, paths
+from rlvr_scaling import paths
+from rlvr_scaling.commands import analysis as analyse
+from rlvr_scaling.commands import publish, stage
 from rlvr_scaling.errors import StudyError
 
 
@@ -46,35 +48,35 @@ def _command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], tex
 
 
 def _add_stage_commands(sub: Any) -> None:
-    plan = _command(sub, "plan", commands.cmd_plan, "print every run of the study")
+    plan = _command(sub, "plan", stage.cmd_plan, "print every run of the study")
     plan.add_argument("--json", action="store_true", help="print the plan as a JSON list")
     plan.add_argument(
         "--nodes",
         default=None,
         help="e.g. 32,64: predict step time, efficiency and cost there from the measured series",
     )
-    data = _command(sub, "data", commands.cmd_data, "prepare one dataset in verl's schema, with a manifest")
+    data = _command(sub, "data", stage.cmd_data, "prepare one dataset in verl's schema, with a manifest")
     data.add_argument("--dataset", required=True)
     data.add_argument("--output", required=True, help="directory for train.parquet, val.parquet, manifest.json")
-    model = _command(sub, "model", commands.cmd_model, "download the study's model, or build the tiny local one")
+    model = _command(sub, "model", stage.cmd_model, "download the study's model, or build the tiny local one")
     model.add_argument("--output", required=True)
     definition = _command(
         sub,
         "container-definition",
-        commands.cmd_container_definition,
+        stage.cmd_container_definition,
         "render the image recipe (definition or SquashFS script)",
     )
     definition.add_argument("--output", required=True)
     build = _command(
         sub,
         "container-build",
-        commands.cmd_container_build,
+        stage.cmd_container_build,
         "build the site's image and record its digests and packages",
     )
     resolve = _command(
         sub,
         "resolve-check",
-        commands.cmd_resolve_check,
+        stage.cmd_resolve_check,
         "resolve the image's install against the base's package set, without building (network: PyPI)",
     )
     resolve.add_argument(
@@ -84,12 +86,12 @@ def _add_stage_commands(sub: Any) -> None:
     build.add_argument("--definition", required=True)
     build.add_argument("--image", required=True)
     build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
-    settings = _command(sub, "step-settings", commands.cmd_step_settings, "write the study's settings a step reads")
+    settings = _command(sub, "step-settings", stage.cmd_step_settings, "write the study's settings a step reads")
     settings.add_argument("--step", required=True, help="preflight, summary, ..., dataset@<name>")
     settings.add_argument("--output", required=True, help="results/steps/<step>-<digest>.json")
-    preflight = _command(sub, "preflight", commands.cmd_preflight, "check the engine stack on the site before any run")
+    preflight = _command(sub, "preflight", stage.cmd_preflight, "check the engine stack on the site before any run")
     preflight.add_argument("--output", required=True, help="results/preflight/<site>.json")
-    launch = _command(sub, "launch", commands.cmd_launch, "run one run of the plan into results/runs/<run_id>")
+    launch = _command(sub, "launch", stage.cmd_launch, "run one run of the plan into results/runs/<run_id>")
     launch.add_argument("run_id")
     launch.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
 
@@ -98,7 +100,7 @@ def _add_analysis_commands(sub: Any) -> None:
     metrics = _command(
         sub,
         "metrics",
-        commands.cmd_metrics,
+        analyse.cmd_metrics,
         "per-step metrics and their summary from a JSONL or console log",
         study=False,
     )
@@ -110,7 +112,7 @@ def _add_analysis_commands(sub: Any) -> None:
     )
     metrics.add_argument("--json", action="store_true")
     summarize = _command(
-        sub, "summarize", commands.cmd_summarize, "a run's summary with its validity checks", study=False
+        sub, "summarize", analyse.cmd_summarize, "a run's summary with its validity checks", study=False
     )
     summarize.add_argument("run_dir")
     summarize.add_argument("--warmup-steps", type=int, help="leading steps left out (default: the run's spec)")
@@ -121,45 +123,48 @@ def _add_analysis_commands(sub: Any) -> None:
         help="the site's, for MFU; none: no MFU (default: the run's spec)",
     )
     summarize.add_argument("--output", required=True)
-    selection = _command(sub, "select", commands.cmd_select, "choose the one-node workload from the sweep summaries")
+    selection = _command(sub, "select", analyse.cmd_select, "choose the one-node workload from the sweep summaries")
     selection.add_argument("--dataset", required=True)
     selection.add_argument("--output", required=True)
     selection.add_argument("summaries", nargs="+")
     step = _command(
-        sub, "sweep-step", commands.cmd_sweep_step, "whether a sequential sweep goes on after the points measured"
+        sub,
+        "sweep-step",
+        analyse.cmd_sweep_step,
+        "whether a sequential sweep goes on after the points measured",
     )
     step.add_argument("--dataset", required=True)
     step.add_argument("--output", required=True)
     step.add_argument("summaries", nargs="+")
-    index = _command(sub, "index", commands.cmd_index, "list a dataset's runs and summaries for the analysis")
+    index = _command(sub, "index", analyse.cmd_index, "list a dataset's runs and summaries for the analysis")
     index.add_argument("--dataset", required=True)
     index.add_argument("--selection", default=None)
     index.add_argument("--output", required=True)
     index.add_argument("summaries", nargs="*")
     for name, func, text in (
-        ("tables", commands.cmd_tables, "the study's tables"),
-        ("figures", commands.cmd_figures, "the figures"),
+        ("tables", analyse.cmd_tables, "the study's tables"),
+        ("figures", analyse.cmd_figures, "the figures"),
     ):
         command = _command(sub, name, func, f"write {text} from the dataset indexes")
         command.add_argument("--output", required=True)
         command.add_argument("indexes", nargs="+")
-    report = _command(sub, "report", commands.cmd_report, "write the study report")
+    report = _command(sub, "report", publish.cmd_report, "write the study report")
     for option in ("--tables", "--figures", "--output"):
         report.add_argument(option, required=True)
     report.add_argument("indexes", nargs="+")
 
 
 def _add_publish_commands(sub: Any) -> None:
-    bundle = _command(sub, "bundle", commands.cmd_bundle, "pack the publication bundle")
+    bundle = _command(sub, "bundle", publish.cmd_bundle, "pack the publication bundle")
     bundle.add_argument("--output", required=True, help="directory for <study>-<site>-<date>.tar.gz")
     for option in ("--report", "--tables", "--figures"):
         bundle.add_argument(option, required=True)
     bundle.add_argument("indexes", nargs="+")
     bundle.add_argument("--sign", default=None, help="an SSH private key: writes <bundle>.sig (ssh-keygen -Y sign)")
-    sign = _command(sub, "sign", commands.cmd_sign, "sign a bundle with an SSH key: <bundle>.sig", False)
+    sign = _command(sub, "sign", publish.cmd_sign, "sign a bundle with an SSH key: <bundle>.sig", False)
     sign.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
     sign.add_argument("--key", required=True, help="the SSH private key to sign with")
-    compare = _command(sub, "compare", commands.cmd_compare, "two studies side by side, a verdict per point", False)
+    compare = _command(sub, "compare", publish.cmd_compare, "two studies side by side, a verdict per point", False)
     compare.add_argument("a", help="study A: a bundle (.tar.gz) or a study folder (holding results/index/)")
     compare.add_argument("b", help="study B, compared with A")
     compare.add_argument("--output", default=None, help="folder for compare.csv/.md/.tex, compare.png, compare.txt")
@@ -171,20 +176,20 @@ def _add_publish_commands(sub: Any) -> None:
         help="equivalence margin: 'same' only when B/A's whole interval lies within 1 +- this (default 0.05)",
     )
     compare.add_argument("--json", action="store_true", help="print rows, differences and summary as JSON")
-    history = _command(sub, "history", commands.cmd_history, "the finished studies, and what moved between them", False)
+    history = _command(sub, "history", publish.cmd_history, "the finished studies, and what moved between them", False)
     history.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
     history.add_argument("--json", action="store_true")
     spent = _command(
-        sub, "time-spent", commands.cmd_time_spent, "where a study's time went (make demo prints it)", False
+        sub, "time-spent", publish.cmd_time_spent, "where a study's time went (make demo prints it)", False
     )
     spent.add_argument("timeline", help="'<phase> <epoch seconds>' lines, in order (make demo writes them)")
     spent.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
-    verify = _command(sub, "verify", commands.cmd_verify, "check a bundle offline: checksums, then every number", False)
+    verify = _command(sub, "verify", publish.cmd_verify, "check a bundle offline: checksums, then every number", False)
     verify.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
     verify.add_argument(
         "--allowed-signers", default=None, help="OpenSSH allowed_signers file: <bundle>.sig must be by one of them"
     )
-    imported = _command(sub, "import", commands.cmd_import, "a verl run made elsewhere as a run directory")
+    imported = _command(sub, "import", analyse.cmd_import, "a verl run made elsewhere as a run directory")
     imported.add_argument("log", help="the run's console log or file-logger JSONL")
     imported.add_argument("--dataset", required=True)
     for option in ("--nodes", "--gpus-per-node", "--prompts", "--max-response-length"):
@@ -199,7 +204,11 @@ def _add_publish_commands(sub: Any) -> None:
         "--model-config", default=None, help="the trained model's config.json, for MFU (default: the study's model's)"
     )
     status = _command(
-        sub, "status", commands.cmd_status, "every run and output: complete, stale, failed, missing, pending", False
+        sub,
+        "status",
+        stage.cmd_status,
+        "every run and output: complete, stale, failed, missing, pending",
+        False,
     )
     status.add_argument("--configfile", nargs="*", default=[], help="as given to snakemake, merged over the config")
     status.add_argument("--site", default=None, help="as snakemake --config site=... (default: the config's site)")

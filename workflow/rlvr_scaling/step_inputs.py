@@ -26,7 +26,7 @@ from rlvr_scaling.study.identity import canonical_json, digest
 
 STEPS_DIR = "steps"
 # The module each derived step's command runs; the code it depends on is what that imports (at
-# module level) from the package. cli.py and commands.py only read arguments and call it, so they are
+# module level) from the package. cli.py and commands/ only read arguments and call it, so they are
 # no step's code. The preflight (a Slurm job on a cluster) and the inputs are redone for a changed
 # setting, not for an edited module.
 STEP_MODULES = {

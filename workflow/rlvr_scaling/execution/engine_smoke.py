@@ -122,6 +122,23 @@ def run_smoke(
         done = True
     finally:
         guard.release(done=done)
+    record = _smoke_record(study, run, folder, steps_wanted, status, code, time.monotonic() - began)
+    timed = record["step_seconds"]
+    if code == 0 and len(timed) >= steps_wanted:
+        return record, []
+    record["error"] = _error_of(folder / "console.log")
+    return record, [
+        f"the engine smoke ({engines_of(study)}, {run.dataset} on {run.nodes} node(s)) failed: {status}, "
+        f"exit {code}, "
+        f"{len(timed)} of {steps_wanted} steps; {record['error']} (log: {folder / 'console.log'})"
+    ]
+
+
+def _smoke_record(
+    study: Study, run: Run, folder: Path, steps_wanted: int, status: str, code: int | None, seconds: float
+) -> dict[str, Any]:
+    """What the smoke measured: its steps' and phases' times, peak memory, and the engine's own records
+    (whether the rollout's sleep freed its share, each GPU worker's CPU binding)."""
     metrics = folder / "metrics.jsonl"
     measured = read_steps(metrics)[0] if metrics.exists() else []
     timed = [step for step in measured if is_positive_finite(step.get("timing_s/step"))]
@@ -136,7 +153,7 @@ def run_smoke(
         "steps_asked": steps_wanted,
         "status": status,
         "exit_status": code,
-        "seconds": round(time.monotonic() - began, 1),
+        "seconds": round(seconds, 1),
         "step_seconds": [float(step["timing_s/step"]) for step in timed],
         "phase_seconds": [
             {phase: step[f"timing_s/{phase}"] for phase in PHASES if is_positive_finite(step.get(f"timing_s/{phase}"))}
@@ -149,11 +166,4 @@ def run_smoke(
     # engine's own device API saw it; and each GPU worker's CPU binding.
     engine = engine_events(folder / "engine")
     record.update(engine, sleep_freed_gb=sleep_freed_gb(engine["rollout_memory"]))
-    if code == 0 and len(timed) >= steps_wanted:
-        return record, []
-    record["error"] = _error_of(folder / "console.log")
-    return record, [
-        f"the engine smoke ({engines_of(study)}, {run.dataset} on {run.nodes} node(s)) failed: {status}, "
-        f"exit {code}, "
-        f"{len(timed)} of {steps_wanted} steps; {record['error']} (log: {folder / 'console.log'})"
-    ]
+    return record

@@ -219,13 +219,8 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
     storage, found, warnings = space_report(results, model, study.slurm_account())
     problems += found
-    ray: dict[str, Any] | None = None
-    if preflight_nodes(study, plan) == 2:
-        if env.get("SLURM_JOB_ID"):
-            ray, found = _two_node_ray(study, root, env, paths.results_dir(root) / "preflight" / "ray")
-            problems += found
-        else:
-            problems.append("the study has multi-node runs, but the preflight runs outside a Slurm job")
+    ray, found = _ray_check(study, plan, root, env)
+    problems += found
     # Last, and only when everything else holds: the engines themselves, for a few real steps.
     smoked: dict[str, Any] = {"ran": False, "reason": "an earlier check failed"}
     if smoke and not problems:
@@ -248,6 +243,17 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
         "problems": problems,
         "warnings": warnings,
     }
+
+
+def _ray_check(
+    study: Study, plan: list[Run], root: Path, env: dict[str, str]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The two-node Ray cluster, when the study has multi-node runs (in the preflight's Slurm job)."""
+    if preflight_nodes(study, plan) != 2:
+        return None, []
+    if not env.get("SLURM_JOB_ID"):
+        return None, ["the study has multi-node runs, but the preflight runs outside a Slurm job"]
+    return _two_node_ray(study, root, env, paths.results_dir(root) / "preflight" / "ray")
 
 
 def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:

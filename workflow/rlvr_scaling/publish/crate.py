@@ -40,6 +40,18 @@ def _run_action(crate: Any, verl: Any, files: dict[str, Any], run_id: str, prove
     crate.add_action(verl, identifier=f"#run-{run_id}", object=inputs, result=outputs, properties=properties)
 
 
+def _verl_entity(crate: Any, version: str | None) -> Any:
+    """verl, the software every run's action names as its instrument."""
+    from rocrate.model.softwareapplication import SoftwareApplication
+
+    known = version or "unknown"
+    return crate.add(
+        SoftwareApplication(
+            crate, VERL, properties={"name": "verl", "url": VERL, "version": known, "softwareVersion": known}
+        )
+    )
+
+
 def crate_metadata(
     names: list[str],
     title: str,
@@ -53,7 +65,6 @@ def crate_metadata(
     `license_id`: SPDX; `snakemake`: the version that made the bundle. Checked in the tests with the
     RO-Crate community's validator at REQUIRED level for every profile the crate conforms to."""
     from rocrate.model.contextentity import ContextEntity
-    from rocrate.model.softwareapplication import SoftwareApplication
     from rocrate.rocrate import ROCrate
 
     # RO-Crate 1.1: the version Workflow RO-Crate 1.0 and the Workflow Run Crate 0.5 profiles are
@@ -78,18 +89,7 @@ def crate_metadata(
     for profile, name in PROFILES.items():
         crate.add(ContextEntity(crate, profile, properties={"@type": "CreativeWork", "name": name}))
     files = _files(crate, [n for n in names if n != "pipeline/Snakefile"], {})
-    verl = crate.add(
-        SoftwareApplication(
-            crate,
-            VERL,
-            properties={
-                "name": "verl",
-                "url": VERL,
-                "version": verl or "unknown",
-                "softwareVersion": verl or "unknown",
-            },
-        )
-    )
+    verl_entity = _verl_entity(crate, verl)
     study_inputs = [files[n] for n in names if n.startswith(("study/", "results/data/", "results/models/"))]
     study_outputs = [
         files[n] for n in names if n.startswith(("results/tables/", "results/figures/", "results/report/"))
@@ -103,5 +103,5 @@ def crate_metadata(
         properties={"name": f"{title}: the workflow run", **({"endTime": ends[-1]} if ends and ends[-1] else {})},
     )
     for run_id in sorted(results.summaries):
-        _run_action(crate, verl, files, run_id, results.summaries[run_id].provenance)
+        _run_action(crate, verl_entity, files, run_id, results.summaries[run_id].provenance)
     return (json.dumps(crate.metadata.generate(), indent=1, sort_keys=True) + "\n").encode()

@@ -168,18 +168,26 @@ def summarize_run(
         steps=steps,
         overhead=run_overhead(job, steps),
         adaptive_stop=job.get("adaptive_stop"),
-        provenance={
-            "metrics_file": source.name,
-            "reader": reader,
-            "metrics_sha256": sha256_file(source),
-            "reader_problems": problems,
-            "slurm_job_id": job.get("slurm_job_id"),
-            "container": job.get("container"),
-            "versions": job.get("versions"),
-            "repository_commit": spec.get("repository_commit"),
-            "start": job.get("start"),
-            "end": job.get("end"),
-            # A run made elsewhere (analysis.per_run.imported_run): where its log came from.
-            **({"imported": spec["imported"]} if "imported" in spec else {}),
-        },
+        provenance=_provenance(spec, job, source, reader, problems),
     )
+
+
+def _provenance(
+    spec: dict[str, Any], job: dict[str, Any], source: Path, reader: str, problems: list[str]
+) -> dict[str, Any]:
+    """Where every number of the summary came from: the file and reader, the file's digest, the job,
+    its image, its packages and the repository's commit."""
+    return {
+        "metrics_file": source.name,
+        "reader": reader,
+        "metrics_sha256": sha256_file(source),
+        "reader_problems": problems,
+        "slurm_job_id": job.get("slurm_job_id"),
+        "container": job.get("container"),
+        "versions": job.get("versions"),
+        "repository_commit": spec.get("repository_commit"),
+        "start": job.get("start"),
+        "end": job.get("end"),
+        # A run made elsewhere (analysis.per_run.imported_run): where its log came from.
+        **({"imported": spec["imported"]} if "imported" in spec else {}),
+    }

@@ -35,6 +35,19 @@ class RaySrunLauncher:
         )
 
 
+def _job_nodes(study: Study, nodes_wanted: int) -> tuple[str, list[str]]:
+    """This Slurm job's id and the nodes the cluster takes: a run's job has exactly its nodes; the
+    preflight's two-node job runs its one-node engine smoke on the first (where the launcher runs,
+    the Ray head)."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        raise StudyError(f"site '{study.site_name}' launches inside a Slurm job, but SLURM_JOB_ID is not set")
+    nodes = job_nodes(job_id)
+    if len(nodes) < nodes_wanted:
+        raise StudyError(f"{nodes_wanted} nodes are needed but Slurm job {job_id} has {nodes}")
+    return job_id, nodes[:nodes_wanted]
+
+
 def start_ray_cluster(
     study: Study,
     nodes_wanted: int,
@@ -47,15 +60,7 @@ def start_ray_cluster(
 ) -> RayCluster:
     """A Ray cluster over the job's nodes, in the site's image; verl (or the preflight's probe) then
     joins it via RAY_ADDRESS, which this sets in `env`."""
-    job_id = os.environ.get("SLURM_JOB_ID")
-    if not job_id:
-        raise StudyError(f"site '{study.site_name}' launches inside a Slurm job, but SLURM_JOB_ID is not set")
-    nodes = job_nodes(job_id)
-    if len(nodes) < nodes_wanted:
-        raise StudyError(f"{nodes_wanted} nodes are needed but Slurm job {job_id} has {nodes}")
-    # A run's job has exactly its nodes; the preflight's two-node job runs its one-node engine smoke
-    # on the first (where the launcher runs, the Ray head).
-    nodes = nodes[:nodes_wanted]
+    job_id, nodes = _job_nodes(study, nodes_wanted)
     site = study.site
     engine_cpus = CPU_ENGINE_RAY_CPUS if site.cpu_engine else site.hardware.cpus_per_node
     cluster = RayCluster(

@@ -1,0 +1,178 @@
+"""The commands that drive a stage before the analysis: plan, inputs (data, model, the container), step settings,
+the preflight, launching a run, and status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rlvr_scaling.commands.common import load_study_of
+from rlvr_scaling.errors import StudyError
+from rlvr_scaling.fsutil import print_json, write_text_atomically
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.across_runs.selection_io import current_plan, skipped_sweep_points
+    from rlvr_scaling.analysis.cost.budget import budget_line, cost_function, study_cost
+    from rlvr_scaling.inputs.data_check import check_inputs
+    from rlvr_scaling.plan_view import (
+        build_line,
+        datasets_line,
+        lock_line,
+        memory_table,
+        plan_table,
+        preflight_line,
+        results_line,
+        site_note,
+        sweep_savings,
+    )
+
+    study = load_study_of(args)
+    check_inputs(study)
+    if args.nodes:
+        from rlvr_scaling.analysis.cost.prediction_view import parse_nodes, prediction_text
+
+        sys.stdout.write(prediction_text(study, Path(args.root), parse_nodes(args.nodes)))
+        return 0
+    root = Path(args.root)
+    plan = current_plan(study, root)
+    if not args.json:
+        cost_of, basis = cost_function(study, plan, root)
+        sys.stdout.write(plan_table(study, plan, root, cost_of, basis))
+        for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
+            print(line)
+        print(datasets_line(study))
+        print(budget_line(study_cost(study, plan, root)))
+        for line in memory_table(study, plan, root):
+            print(line)
+        if line := build_line(study):
+            print(line)
+        print(preflight_line(study, plan))
+        print(results_line(study, Path(args.root)))
+        if line := lock_line(study):
+            print(line)
+        return 0
+    print_json([run.to_dict() for run in plan], sys.stdout)
+    if note := site_note(study):
+        print(f"rlvr-scaling: note: {note}", file=sys.stderr)
+    return 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.data import prepare_dataset
+
+    manifest = prepare_dataset(load_study_of(args), args.dataset, Path(args.output))
+    rows = {split: f["rows"] for split, f in manifest["files"].items()}
+    print(f"dataset {args.dataset} ({manifest['source']}) written to {args.output}: {rows}")
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.model import prepare_model
+
+    manifest = prepare_model(load_study_of(args), Path(args.output))
+    print(f"model {manifest['name']} ({manifest['source']}) written to {args.output}")
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.across_runs.selection_io import current_plan
+    from rlvr_scaling.execution.launch import RunFailed, launch
+    from rlvr_scaling.study.plan import find_run
+
+    study = load_study_of(args)
+    root = Path(args.root).resolve()
+    run = find_run(current_plan(study, root), args.run_id)
+    try:
+        final = launch(study, run, root, timeout_s=args.timeout)
+    except RunFailed as exc:
+        print(f"rlvr-scaling: run failed: {exc}", file=sys.stderr)
+        return 1
+    print(f"run {run.run_id} succeeded: {final}")
+    return 0
+
+
+def cmd_container_definition(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.container import render_definition
+
+    write_text_atomically(Path(args.output), render_definition(load_study_of(args)))
+    print(f"container definition: {args.output}")
+    return 0
+
+
+def cmd_step_settings(args: argparse.Namespace) -> int:
+    from rlvr_scaling.step_inputs import settings_path, settings_text
+
+    study = load_study_of(args)
+    expected = Path(settings_path(study, args.step)).name
+    if Path(args.output).name != expected:
+        raise StudyError(f"{args.output} is not the name of the {args.step} settings of this study ({expected})")
+    write_text_atomically(Path(args.output), settings_text(study, args.step))
+    return 0
+
+
+def cmd_container_build(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.container_build import build_image
+
+    facts = build_image(load_study_of(args), Path(args.definition), Path(args.image), Path(args.record))
+    print(f"image: {args.image} sha256 {facts['image']['sha256']}; base sha256 {facts['base_image']['sha256']}")
+    return 0
+
+
+def cmd_resolve_check(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.resolve_check import resolve_check, verdict_text
+
+    verdict = resolve_check(load_study_of(args), Path(args.base_packages) if args.base_packages else None)
+    if args.json:
+        print_json(verdict.to_json(), sys.stdout)
+    else:
+        sys.stdout.write(verdict_text(verdict))
+    return 0 if verdict.ok else 1
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.across_runs.selection_io import read_selections
+    from rlvr_scaling.execution.preflight import run_preflight
+
+    study = load_study_of(args)
+    root = Path(args.root)
+    record, written = run_preflight(study, root, Path(args.output), read_selections(root, study))
+    engine = record["engine"]
+    versions = ", ".join(f"{k} {v}" for k, v in engine.get("versions", {}).items() if v)
+    print(
+        f"preflight on site '{study.site_name}': Python {engine.get('python')}, {versions}; "
+        f"{record['runs_checked']} runs composed"
+    )
+    for warning in record["warnings"]:
+        print(f"rlvr-scaling: warning: {warning}", file=sys.stderr)
+    if not record["problems"]:
+        print(f"preflight passed: {written}")
+        return 0
+    print(f"rlvr-scaling: preflight found {len(record['problems'])} problem(s) (record: {written}):", file=sys.stderr)
+    for problem in record["problems"]:
+        print(f"  - {problem}", file=sys.stderr)
+    return 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from rlvr_scaling.analysis.across_runs.selection_io import current_plan
+    from rlvr_scaling.status import (
+        render_status,
+        snakemake_args,
+        snakemake_summary,
+        status_document,
+        study_as_snakemake_reads_it,
+        study_status,
+    )
+
+    root = Path(args.root)
+    configfiles = [str(Path(path).resolve()) for path in args.configfile]
+    study = study_as_snakemake_reads_it(configfiles, args.site)
+    outputs = snakemake_summary(root, snakemake_args(configfiles, args.site))
+    entries = study_status(outputs, current_plan(study, root), root)
+    if args.json:
+        print_json(status_document(study, entries), sys.stdout)
+    else:
+        sys.stdout.write(render_status(study, entries))
+    return 0
