@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlvr_scaling.analysis.per_run.findings import measured_with, others_line
 from rlvr_scaling.execution.energy import joules_between
 
 READ_ON = "the run's first node (the launcher's); per run and per trajectory as if its nodes drew alike"
@@ -46,7 +47,7 @@ def summarize_energy(job: dict[str, Any], nodes: int, trajectories: int) -> dict
 
 def energy_findings(summaries: list[Any]) -> list[str]:
     """The report's lines: per run its joules per step and per trajectory, or why none."""
-    measured = [s for s in summaries if s.measured and s.measured.energy and not s.measured.energy.get("not_measured")]
+    measured = measured_with(summaries, "energy")
     if not measured:
         reasons = sorted({s.measured.energy["not_measured"] for s in summaries if s.measured and s.measured.energy})
         why = "; ".join(reasons) or "no run's summary has an energy record (summaries written before it existed)"
@@ -62,8 +63,4 @@ def energy_findings(summaries: list[Any]) -> list[str]:
             f"{s.dataset}, {s.nodes} node(s), {s.prompts} prompts: {e['joules_per_step_per_node'] / 1000:.1f} kJ "
             f"per step per node, {e['joules_per_trajectory']:.0f} J per trajectory (steps {first_step}..{last_step})"
         )
-    others = [s for s in summaries if s not in measured]
-    if others:
-        reasons = sorted({(s.measured.energy or {}).get("not_measured") or "no record" for s in others if s.measured})
-        lines.append(f"Not measured for {len(others)} run(s): {'; '.join(reasons)}")
-    return lines
+    return lines + others_line(summaries, measured, "energy", "no record")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rlvr_scaling.analysis.per_run.findings import measured_with, others_line
 from rlvr_scaling.measured.metrics_file import is_finite, is_positive_finite
 from rlvr_scaling.measured.stats import describe
 from rlvr_scaling.study.model_shape import ModelShape
@@ -106,7 +107,7 @@ def _percent(value: float | None) -> str:
 def mfu_findings(summaries: list[Any]) -> list[str]:
     """The report's lines on MFU: how it is counted, per run the step's and each phase's, verl's beside
     them, or why it was not measured. `summaries`: the valid RunSummary records."""
-    measured = [s for s in summaries if s.measured and s.measured.mfu and not s.measured.mfu.get("not_measured")]
+    measured = measured_with(summaries, "mfu")
     if not measured:
         reasons = sorted({s.measured.mfu["not_measured"] for s in summaries if s.measured and s.measured.mfu})
         why = "; ".join(reasons) or "no run's summary has an MFU record (summaries written before it existed)"
@@ -126,8 +127,4 @@ def mfu_findings(summaries: list[Any]) -> list[str]:
             f"{s.dataset}, {s.nodes} node(s), {s.prompts} prompts: step {_percent(mfu['by_phase']['step']['mean'])} "
             f"({phases}); verl: {verl}"
         )
-    others = [s for s in summaries if s not in measured]
-    if others:
-        reasons = sorted({(s.measured.mfu or {}).get("not_measured") or "no MFU record" for s in others if s.measured})
-        lines.append(f"Not measured for {len(others)} run(s): {'; '.join(reasons)}")
-    return lines
+    return lines + others_line(summaries, measured, "mfu", "no MFU record")
