@@ -369,7 +369,7 @@ def test_a_changed_setting_or_module_reruns_exactly_the_steps_that_read_it(local
     steps = {"sweep_step": 2, "selection": 2}
     assert sweep == 2 and warmup == {"step_settings": 3, "summary": 2, **steps, **downstream}, warmup
     # The figures' code: the figures and what holds them, not the tables or anything before.
-    figures = paths.PACKAGE_DIR / "analysis" / "figures.py"
+    figures = paths.PACKAGE_DIR / "analysis" / "shown" / "figures.py"
     original = figures.read_bytes()
     try:
         figures.write_bytes(original + b"\n# an edit\n")
