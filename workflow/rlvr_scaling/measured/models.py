@@ -8,7 +8,7 @@ made before stay readable; the code reads them by what they hold (`RunSummary.me
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -203,14 +203,7 @@ class IndexedRun:
     summary: str  # the summary file, relative to the study's root
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "series": self.series,
-            "nodes": self.nodes,
-            "prompts": self.prompts,
-            "valid": self.valid,
-            "summary": self.summary,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -233,9 +226,4 @@ class DatasetIndex:
         return cls.from_json(json.loads(path.read_text()))
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "selection": self.selection,
-            "image_sha256": self.image_sha256,
-            "runs": [run.to_json() for run in self.runs],
-        }
+        return asdict(self)  # its runs as IndexedRun.to_json writes them

@@ -102,7 +102,7 @@ def study_facts(results: StudyResults, root: Path) -> dict[str, Any]:
             specs.append(json.loads(spec_path.read_text()))
     workloads = {}
     for dataset in results.datasets():
-        one = next((s for s in results.series(dataset, "weak") if s.nodes == 1), None)
+        one = results.run_at(dataset, "weak", 1)
         workloads[dataset] = one.prompts if one else None
     return {
         "model": _one_or_all({spec["study"]["model"]["name"] for spec in specs}),

@@ -36,9 +36,8 @@ def generation_share(run: RunSummary, reference: RunSummary) -> tuple[float, flo
 def fill_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
-        series = results.series(dataset, "strong")
-        reference = next((s for s in series if s.nodes == reference_nodes), None)
-        for run in series:
+        reference = results.run_at(dataset, "strong", reference_nodes)
+        for run in results.series(dataset, "strong"):
             # None (an empty cell): no time over ideal at or below the reference.
             extra, gen_share = None, None
             if reference is not None and run.nodes > reference.nodes:

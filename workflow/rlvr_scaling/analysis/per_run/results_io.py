@@ -42,6 +42,12 @@ class StudyResults:
         runs = [self.summaries[r.run_id] for r in self.index(dataset).runs if series in r.series]
         return sorted((s for s in runs if s.valid), key=lambda s: s.nodes)
 
+    def run_at(self, dataset: str, series: str, nodes: int) -> RunSummary | None:
+        """The valid summary of one series at a node count; None when there is none (or no such dataset)."""
+        if dataset not in self.datasets():
+            return None
+        return next((s for s in self.series(dataset, series) if s.nodes == nodes), None)
+
     def invalid(self) -> list[RunSummary]:
         return [s for s in self.summaries.values() if not s.valid]
 

@@ -44,9 +44,8 @@ def ratio_interval(numerator: list[float], denominator: list[float], same_run: b
 def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
-        series = results.series(dataset, "weak")
-        base = next((s for s in series if s.nodes == 1), None)
-        for s in series:
+        base = results.run_at(dataset, "weak", 1)
+        for s in results.series(dataset, "weak"):
             thr = s.measured.throughput_per_gpu
             row = {
                 "dataset": dataset,
@@ -80,9 +79,8 @@ def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
 def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
-        series = results.series(dataset, "strong")
-        ref = next((s for s in series if s.nodes == reference_nodes), None)
-        for s in series:
+        ref = results.run_at(dataset, "strong", reference_nodes)
+        for s in results.series(dataset, "strong"):
             time_n = s.measured.step_time_s.mean
             row = {
                 "dataset": dataset,
@@ -185,11 +183,10 @@ def extra_time_rows(results: StudyResults, reference_nodes: int) -> list[dict[st
     rows = []
     for dataset in results.datasets():
         for series, base_nodes in (("weak", 1), ("strong", reference_nodes)):
-            runs = results.series(dataset, series)
-            base = next((s for s in runs if s.nodes == base_nodes), None)
+            base = results.run_at(dataset, series, base_nodes)
             if not base:
                 continue
-            for s in runs:
+            for s in results.series(dataset, series):
                 if s.nodes <= base_nodes:
                     continue
                 ideal = {
@@ -213,7 +210,7 @@ def extra_time_rows(results: StudyResults, reference_nodes: int) -> list[dict[st
 def table1_rows(results: StudyResults) -> list[dict[str, Any]]:
     rows = []
     for dataset in results.datasets():
-        one = next((s for s in results.series(dataset, "weak") if s.nodes == 1), None)
+        one = results.run_at(dataset, "weak", 1)
         if not one:
             continue
         measured = one.measured

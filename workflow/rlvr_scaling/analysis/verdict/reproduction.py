@@ -61,9 +61,7 @@ class StudyFigures:
         )
 
     def _run(self, dataset: str, series: str, nodes: int) -> Any:
-        if dataset not in self.results.datasets():
-            return None
-        return next((s for s in self.results.series(dataset, series) if s.nodes == nodes), None)
+        return self.results.run_at(dataset, series, nodes)
 
     def number(self, entry: dict[str, Any]) -> Measurement:
         quantity, dataset, nodes = entry["quantity"], entry["dataset"], entry["nodes"]
@@ -166,7 +164,7 @@ def differences_from_reference(config: StudyConfig, results: StudyResults, compa
     if gpus and gpus != {comparable["gpus_per_node"]}:
         differs("GPUs per node", sorted(gpus), comparable["gpus_per_node"])
     for dataset in results.datasets():
-        one = next((s for s in results.series(dataset, "weak") if s.nodes == 1), None)
+        one = results.run_at(dataset, "weak", 1)
         if dataset not in comparable["workloads"]:
             found.append(f"dataset {dataset} is not in the reference")
             continue
