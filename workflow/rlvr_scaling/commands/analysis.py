@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from rlvr_scaling.commands.common import all_at_root, at_root, load_study_of, results_of
+from rlvr_scaling.commands.common import add_command, all_at_root, at_root, load_study_of, peak_tflops, results_of
 from rlvr_scaling.fsutil import print_json, write_json
 
 
@@ -101,3 +102,75 @@ def cmd_import(args: argparse.Namespace) -> int:
     run_dir, summary = import_run(load_study_of(args), Path(args.log), shape, Path(args.root), model_config)
     print(f"imported {args.log} as {run_dir}; summary {summary}")
     return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Declare these commands' arguments on the `rlvr-scaling` parser's subcommands."""
+    metrics = add_command(
+        sub,
+        "metrics",
+        cmd_metrics,
+        "per-step metrics and their summary from a JSONL or console log",
+        study=False,
+    )
+    metrics.add_argument("file")
+    metrics.add_argument("--n-gpus", type=int, default=1, help="GPUs of the run (throughput is per GPU)")
+    metrics.add_argument("--warmup-steps", type=int, default=1, help="leading steps left out of the summary")
+    metrics.add_argument(
+        "--steps", type=int, default=None, help="steps the run was configured for (default: the last one logged)"
+    )
+    metrics.add_argument("--json", action="store_true")
+    summarize = add_command(sub, "summarize", cmd_summarize, "a run's summary with its validity checks", study=False)
+    summarize.add_argument("run_dir")
+    summarize.add_argument("--warmup-steps", type=int, help="leading steps left out (default: the run's spec)")
+    summarize.add_argument(
+        "--peak-tflops-bf16",
+        type=peak_tflops,
+        default="spec",
+        help="the site's, for MFU; none: no MFU (default: the run's spec)",
+    )
+    summarize.add_argument("--output", required=True)
+    selection = add_command(sub, "select", cmd_select, "choose the one-node workload from the sweep summaries")
+    selection.add_argument("--dataset", required=True)
+    selection.add_argument("--output", required=True)
+    selection.add_argument("summaries", nargs="+")
+    step = add_command(
+        sub,
+        "sweep-step",
+        cmd_sweep_step,
+        "whether a sequential sweep goes on after the points measured",
+    )
+    step.add_argument("--dataset", required=True)
+    step.add_argument("--output", required=True)
+    step.add_argument("summaries", nargs="+")
+    index = add_command(sub, "index", cmd_index, "list a dataset's runs and summaries for the analysis")
+    index.add_argument("--dataset", required=True)
+    index.add_argument("--selection", default=None)
+    index.add_argument("--output", required=True)
+    index.add_argument("summaries", nargs="*")
+    for name, func, text in (
+        ("tables", cmd_tables, "the study's tables"),
+        ("figures", cmd_figures, "the figures"),
+    ):
+        command = add_command(sub, name, func, f"write {text} from the dataset indexes")
+        command.add_argument("--output", required=True)
+        command.add_argument("indexes", nargs="+")
+    _add_import_command(sub)
+
+
+def _add_import_command(sub: Any) -> None:
+    """`import`: the shape of a run made elsewhere, which its log does not say."""
+    imported = add_command(sub, "import", cmd_import, "a verl run made elsewhere as a run directory")
+    imported.add_argument("log", help="the run's console log or file-logger JSONL")
+    imported.add_argument("--dataset", required=True)
+    for option in ("--nodes", "--gpus-per-node", "--prompts", "--max-response-length"):
+        imported.add_argument(option, type=int, required=True)
+    imported.add_argument("--steps", type=int, default=None, help="steps the run was set to (default: the study's)")
+    imported.add_argument("--series", action="append", choices=["sweep", "weak", "strong"], help="repeatable")
+    imported.add_argument("--site-name", default="imported", help="where it ran (default: %(default)s)")
+    imported.add_argument("--gpu-memory-gb", type=float, default=None, help="default: the --site's")
+    imported.add_argument("--rollout-tensor-parallel", type=int, default=None, help="default: the study's")
+    imported.add_argument("--concurrency", type=int, default=None, help="vLLM max_num_seqs per engine")
+    imported.add_argument(
+        "--model-config", default=None, help="the trained model's config.json, for MFU (default: the study's model's)"
+    )

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from rlvr_scaling.commands.common import all_at_root, at_root, load_study_of, results_of
+from rlvr_scaling.commands.common import add_command, all_at_root, at_root, load_study_of, results_of
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import print_json
 
@@ -174,3 +175,43 @@ def cmd_verify(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 1
+
+
+def add_commands(sub: Any) -> None:
+    """Declare these commands' arguments on the `rlvr-scaling` parser's subcommands."""
+    report = add_command(sub, "report", cmd_report, "write the study report")
+    for option in ("--tables", "--figures", "--output"):
+        report.add_argument(option, required=True)
+    report.add_argument("indexes", nargs="+")
+    bundle = add_command(sub, "bundle", cmd_bundle, "pack the publication bundle")
+    bundle.add_argument("--output", required=True, help="directory for <study>-<site>-<date>.tar.gz")
+    for option in ("--report", "--tables", "--figures"):
+        bundle.add_argument(option, required=True)
+    bundle.add_argument("indexes", nargs="+")
+    bundle.add_argument("--sign", default=None, help="an SSH private key: writes <bundle>.sig (ssh-keygen -Y sign)")
+    sign = add_command(sub, "sign", cmd_sign, "sign a bundle with an SSH key: <bundle>.sig", False)
+    sign.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
+    sign.add_argument("--key", required=True, help="the SSH private key to sign with")
+    compare = add_command(sub, "compare", cmd_compare, "two studies side by side, a verdict per point", False)
+    compare.add_argument("a", help="study A: a bundle (.tar.gz) or a study folder (holding results/index/)")
+    compare.add_argument("b", help="study B, compared with A")
+    compare.add_argument("--output", default=None, help="folder for compare.csv/.md/.tex, compare.png, compare.txt")
+    compare.add_argument("--force", action="store_true", help="compare studies of another model or workload too")
+    compare.add_argument(
+        "--margin",
+        type=float,
+        default=0.05,
+        help="equivalence margin: 'same' only when B/A's whole interval lies within 1 +- this (default 0.05)",
+    )
+    compare.add_argument("--json", action="store_true", help="print rows, differences and summary as JSON")
+    history = add_command(sub, "history", cmd_history, "the finished studies, and what moved between them", False)
+    history.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
+    history.add_argument("--json", action="store_true")
+    spent = add_command(sub, "time-spent", cmd_time_spent, "where a study's time went (make demo prints it)", False)
+    spent.add_argument("timeline", help="'<phase> <epoch seconds>' lines, in order (make demo writes them)")
+    spent.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
+    verify = add_command(sub, "verify", cmd_verify, "check a bundle offline: checksums, then every number", False)
+    verify.add_argument("bundle", help="<study>-<site>-<date>.tar.gz")
+    verify.add_argument(
+        "--allowed-signers", default=None, help="OpenSSH allowed_signers file: <bundle>.sig must be by one of them"
+    )

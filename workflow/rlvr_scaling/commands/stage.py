@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-from rlvr_scaling.commands.common import load_study_of
+from rlvr_scaling.commands.common import add_command, load_study_of
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import print_json, write_text_atomically
 
@@ -176,3 +177,64 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_status(study, entries))
     return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Declare these commands' arguments on the `rlvr-scaling` parser's subcommands."""
+    plan = add_command(sub, "plan", cmd_plan, "print every run of the study")
+    plan.add_argument("--json", action="store_true", help="print the plan as a JSON list")
+    plan.add_argument(
+        "--nodes",
+        default=None,
+        help="e.g. 32,64: predict step time, efficiency and cost there from the measured series",
+    )
+    data = add_command(sub, "data", cmd_data, "prepare one dataset in verl's schema, with a manifest")
+    data.add_argument("--dataset", required=True)
+    data.add_argument("--output", required=True, help="directory for train.parquet, val.parquet, manifest.json")
+    model = add_command(sub, "model", cmd_model, "download the study's model, or build the tiny local one")
+    model.add_argument("--output", required=True)
+    definition = add_command(
+        sub,
+        "container-definition",
+        cmd_container_definition,
+        "render the image recipe (definition or SquashFS script)",
+    )
+    definition.add_argument("--output", required=True)
+    build = add_command(
+        sub,
+        "container-build",
+        cmd_container_build,
+        "build the site's image and record its digests and packages",
+    )
+    resolve = add_command(
+        sub,
+        "resolve-check",
+        cmd_resolve_check,
+        "resolve the image's install against the base's package set, without building (network: PyPI)",
+    )
+    resolve.add_argument(
+        "--base-packages", default=None, help="the base's `pip list --format=freeze` (default: the site's)"
+    )
+    resolve.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    build.add_argument("--definition", required=True)
+    build.add_argument("--image", required=True)
+    build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
+    settings = add_command(sub, "step-settings", cmd_step_settings, "write the study's settings a step reads")
+    settings.add_argument("--step", required=True, help="preflight, summary, ..., dataset@<name>")
+    settings.add_argument("--output", required=True, help="results/steps/<step>-<digest>.json")
+    preflight = add_command(sub, "preflight", cmd_preflight, "check the engine stack on the site before any run")
+    preflight.add_argument("--output", required=True, help="results/preflight/<site>.json")
+    launch = add_command(sub, "launch", cmd_launch, "run one run of the plan into results/runs/<run_id>")
+    launch.add_argument("run_id")
+    launch.add_argument("--timeout", type=float, default=None, help="seconds before the run is stopped")
+    status = add_command(
+        sub,
+        "status",
+        cmd_status,
+        "every run and output: complete, stale, failed, missing, pending",
+        False,
+    )
+    status.add_argument("--configfile", nargs="*", default=[], help="as given to snakemake, merged over the config")
+    status.add_argument("--site", default=None, help="as snakemake --config site=... (default: the config's site)")
+    status.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
+    status.add_argument("--json", action="store_true")
