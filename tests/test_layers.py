@@ -1,7 +1,8 @@
 """The package's layers (docs/architecture.md, its `layers` block: the one place the order is written),
 checked on the imports themselves: every import, at module level or inside a function, under
-TYPE_CHECKING too, goes to the importer's own layer or one below it, and no module imports itself
-round a circle. A new import against the order fails here, naming both modules."""
+TYPE_CHECKING too, goes to the importer's own layer or one below it, no module imports itself
+round a circle and no two packages of the block import each other round a loop. A new import against
+the order fails here, naming both modules. Modules and functions stay small enough to read."""
 
 from __future__ import annotations
 
@@ -59,17 +60,23 @@ def imports_of(module: str) -> set[str]:
     return found
 
 
-def layer_of(module: str, order: list[tuple[str, list[str]]]) -> int | None:
-    best: tuple[int, int] | None = None  # (prefix length, layer index)
+def placed(module: str, order: list[tuple[str, list[str]]]) -> tuple[str, int] | None:
+    """(the longest prefix of the layers block that names `module`, its layer's index), or None."""
+    best: tuple[str, int] | None = None
     for index, (_, prefixes) in enumerate(order):
         for prefix in prefixes:
             # "rlvr_scaling" alone is the package's __init__, not everything under it
             matches = (
                 module == prefix if prefix == "rlvr_scaling" else module == prefix or module.startswith(prefix + ".")
             )
-            if matches and (best is None or len(prefix) > best[0]):
-                best = (len(prefix), index)
-    return None if best is None else best[1]
+            if matches and (best is None or len(prefix) > len(best[0])):
+                best = (prefix, index)
+    return best
+
+
+def layer_of(module: str, order: list[tuple[str, list[str]]]) -> int | None:
+    found = placed(module, order)
+    return None if found is None else found[1]
 
 
 def test_every_module_has_a_layer() -> None:
@@ -126,7 +133,23 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_between_modules() -> None:
     graph = {m: imports_of(m) for m in MODULES}
-    assert cycles(graph) == []
+    found = cycles(graph)
+    assert found == [], "modules that import each other round a circle:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_loop_between_packages() -> None:
+    # Two packages of one layer (the top's commands and plan_view, say) may not import each other round a
+    # loop either, even where no two modules do: the package named in the layers block is the unit.
+    order = layers()
+    graph: dict[str, set[str]] = {}
+    for module in MODULES:
+        unit = placed(module, order)
+        for imported in imports_of(module):
+            theirs = placed(imported, order)
+            if unit and theirs and theirs[0] != unit[0]:
+                graph.setdefault(unit[0], set()).add(theirs[0])
+    found = cycles(graph)
+    assert found == [], "packages that import each other round a loop:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 def test_the_checks_see_an_import_against_the_order_and_a_circle() -> None:
