@@ -11,7 +11,6 @@ from typing import Any
 
 SEQUENTIAL = "sequential"
 GRID = "grid"
-SWEEP_ORDERS = (SEQUENTIAL, GRID)
 
 
 @dataclass(frozen=True)
