@@ -336,7 +336,12 @@ def publish_study(
     root: Path,
     slower: dict[tuple[str, int, int], float] | None = None,
     disturbed: dict[tuple[str, int, int], dict[int, float]] | None = None,
+    figure_formats: tuple[str, ...] | None = None,
 ) -> PublishedStudy:
+    """`figure_formats=()`: the figures' captions and data without their PNG and PDF files, for tests
+    that read neither (drawing them is most of the time here). The figures rule always saves both;
+    test_publish and test_bundle publish the study that way, as test_local_study runs the rule."""
+    from rlvr_scaling.analysis.shown.figure_data import FORMATS
     from rlvr_scaling.analysis.shown.figures import write_figures
     from rlvr_scaling.analysis.shown.table_files import write_tables
     from rlvr_scaling.analysis.verdict.reproduction import reproduction_rows
@@ -349,6 +354,6 @@ def publish_study(
     # As the rules run them: from the study's root, with relative paths.
     with contextlib.chdir(root):
         write_tables(study.results, reference, tables, reproduction_rows(study.results, study.study.config, published))
-        write_figures(study.results, reference, figures)
+        write_figures(study.results, reference, figures, FORMATS if figure_formats is None else figure_formats)
         render_report(study.study.config, study.results, tables, figures, report, published)
     return PublishedStudy(study, root / tables, root / figures, root / report)

@@ -66,7 +66,8 @@ def test_steady_runs_and_single_steps_are_not_flagged() -> None:
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> PublishedStudy:
-    return publish_study(tmp_path_factory.mktemp("disturbed"), disturbed={DISTURBED: SLOWED_STEPS})
+    # No PNG or PDF: nothing here reads them (study_runs.publish_study says where they are drawn).
+    return publish_study(tmp_path_factory.mktemp("disturbed"), disturbed={DISTURBED: SLOWED_STEPS}, figure_formats=())
 
 
 def test_the_flag_is_in_the_summary_the_tables_and_the_report(published: PublishedStudy) -> None:

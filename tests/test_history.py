@@ -28,7 +28,8 @@ def _cli(*argv: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory) -> PublishedStudy:
     """The fabricated LUMI study, packed by the bundle command as the workflow's rule runs it."""
-    published = publish_study(tmp_path_factory.mktemp("history"))
+    # No PNG or PDF: the history reads the runs and verdicts (study_runs.publish_study says where they are drawn).
+    published = publish_study(tmp_path_factory.mktemp("history"), figure_formats=())
     root = published.study.root
     parts = ["--report", str(published.report), "--tables", str(published.tables), "--figures", str(published.figures)]
     argv = ["bundle", *study_args(STUDY_SETS, root), "--output", str(root / "results" / "bundle"), *parts]

@@ -16,6 +16,7 @@ redone only when that changes, never for a changed launcher module or an unread 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,8 @@ def settings_path(study: Study, step: str, root: Path | None = None) -> str:
     return str(paths.results_dir(root or Path(".")) / STEPS_DIR / name)
 
 
-def _imported_modules(source: Path) -> set[str]:
+@functools.cache  # each step's walk meets the same modules: parse each once
+def _imported_modules(source: Path) -> frozenset[str]:
     names = set()
     for node in ast.parse(source.read_text()).body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlvr_scaling"):
@@ -138,7 +140,7 @@ def _imported_modules(source: Path) -> set[str]:
             names.update(f"{node.module}.{alias.name}" for alias in node.names)  # from pkg import module
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names if alias.name.startswith("rlvr_scaling"))
-    return names
+    return frozenset(names)
 
 
 def _module_file(name: str) -> Path | None:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from rlvr_scaling.errors import MISSING, ConfigError
 from rlvr_scaling.study.sections import Dataset, Site, StudyConfig
+from rlvr_scaling.study.yaml_file import load_yaml_text
 
 # Where a dataset's prompt template puts the question.
 PLACEHOLDER = "{question}"
@@ -24,8 +24,7 @@ CONTAINER_PLACEHOLDERS = ("python_prefix", "python_base_prefix", "repo")
 
 @functools.lru_cache(maxsize=8)
 def _validator(schema_path: Path) -> jsonschema.protocols.Validator:
-    with open(schema_path) as handle:
-        schema = yaml.safe_load(handle)
+    schema = load_yaml_text(schema_path.read_text())
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     # JSON Schema counts 20.0 as an integer; here it would make a second run id for the same run.
