@@ -15,6 +15,10 @@ from rlvr_scaling.inputs.data import prepare_dataset
 from rlvr_scaling.inputs.rows import verl_rows
 from rlvr_scaling.study.config import load_study
 
+# The own-study example (config/examples/own-study.yaml, test_own_study's): its math dataset's reward
+# is checked here, beside the synthetic datasets', so the one import of verl's scorers (3.4 s) is paid
+# once by the worker that runs this module.
+EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "examples" / "own-study.yaml"
 VERL_COLUMNS = {"data_source", "prompt", "ability", "reward_model", "extra_info"}
 
 
@@ -40,6 +44,25 @@ def test_synthetic_data_in_verl_schema_scored_by_verl(tmp_path: Path, dataset: s
     wrong = "#### 999999" if dataset == "gsm8k" else "Answer: 999999"
     assert score(row, right) == 1.0
     assert score(row, wrong) < 1.0
+
+
+def test_the_math_example_takes_the_last_boxed_answer_and_verl_scores_it() -> None:
+    math = load_study(EXAMPLE).dataset("math")
+    solution = "So $x = \\frac{1}{2}$ first, then \\boxed{\\frac{3}{4}}."
+    record = {"problem": "What is $x$?", "solution": solution, "level": "Level 2"}
+    row = verl_rows("math", math, {"train": [record], "val": [record]})["train"][0]
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "\\frac{3}{4}"}
+    assert row["data_source"] == "DigitalLearningGmbH/MATH-lighteval"
+    assert row["prompt"] == [
+        {
+            "role": "user",
+            "content": "What is $x$? Let's think step by step and output the final answer within \\boxed{}.",
+        }
+    ]
+    from verl.utils.reward_score import default_compute_score
+
+    assert default_compute_score(row["data_source"], "it is \\boxed{\\frac{3}{4}}", "\\frac{3}{4}") == 1.0
+    assert default_compute_score(row["data_source"], "it is \\boxed{1}", "\\frac{3}{4}") == 0.0
 
 
 def test_synthetic_data_is_deterministic(tmp_path: Path) -> None:

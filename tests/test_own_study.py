@@ -17,7 +17,6 @@ from rlvr_scaling.inputs import input_lock
 from rlvr_scaling.inputs import model as model_stage
 from rlvr_scaling.inputs.data import prepare_dataset
 from rlvr_scaling.inputs.data_check import check_inputs
-from rlvr_scaling.inputs.rows import verl_rows
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
 
@@ -47,25 +46,6 @@ def example(tmp_path: Path, **datasets_changes: dict) -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(study))
     return path
-
-
-def test_the_math_example_takes_the_last_boxed_answer_and_verl_scores_it() -> None:
-    math = load_study(EXAMPLE).dataset("math")
-    solution = "So $x = \\frac{1}{2}$ first, then \\boxed{\\frac{3}{4}}."
-    record = {"problem": "What is $x$?", "solution": solution, "level": "Level 2"}
-    row = verl_rows("math", math, {"train": [record], "val": [record]})["train"][0]
-    assert row["reward_model"] == {"style": "rule", "ground_truth": "\\frac{3}{4}"}
-    assert row["data_source"] == "DigitalLearningGmbH/MATH-lighteval"
-    assert row["prompt"] == [
-        {
-            "role": "user",
-            "content": "What is $x$? Let's think step by step and output the final answer within \\boxed{}.",
-        }
-    ]
-    from verl.utils.reward_score import default_compute_score
-
-    assert default_compute_score(row["data_source"], "it is \\boxed{\\frac{3}{4}}", "\\frac{3}{4}") == 1.0
-    assert default_compute_score(row["data_source"], "it is \\boxed{1}", "\\frac{3}{4}") == 0.0
 
 
 def test_a_local_jsonl_dataset_is_built_with_its_reward_file_locked_and_a_changed_file_refused(
