@@ -33,6 +33,7 @@ def read_yaml(path: Path) -> Any:
     YAML 1.1 would read JSON's 1e-05 as text. UTF-8, at most MAX_NESTING levels deep, no alias that
     contains itself: otherwise one line naming the file."""
     kind = path.suffix.lstrip(".").upper() if path.suffix == ".json" else "YAML"
+    too_deep = f"{path} is not a usable {kind} file: nested deeper than {MAX_NESTING} levels"
     try:
         text = path.read_bytes().decode("utf-8")
         document = json.loads(text) if path.suffix == ".json" else load_yaml_text(text)
@@ -40,11 +41,11 @@ def read_yaml(path: Path) -> Any:
         raise StudyError(f"File not found: {path}") from None
     except UnicodeDecodeError as exc:
         raise StudyError(f"{path} is not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from None
-    except RecursionError:
-        raise StudyError(f"{path} is not a usable {kind} file: nested deeper than {MAX_NESTING} levels") from None
+    except RecursionError:  # Python's parser (and json) on a document deeper than the stack
+        raise StudyError(too_deep) from None
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         if "maximum nesting depth" in str(exc):  # libyaml's own bound (1000 levels), before ours
-            raise StudyError(f"{path} is not a usable {kind} file: nested deeper than {MAX_NESTING} levels") from None
+            raise StudyError(too_deep) from None
         raise StudyError(f"{path} is not valid {kind}: {exc}") from None
     problem = nesting_problem(document)
     if problem:
