@@ -10,6 +10,9 @@ computes.
   rollout server sees, through the engine's own device API (torch.cuda, which is HIP on ROCm),
   before and after each sleep and wake_up, so the first smoke on a site shows whether its vLLM
   frees its share (site engine_options.sleep_mode).
+- The collectives' transport: each torch.distributed process group's backend as it is initialised,
+  and for Gloo the TCP connections it opened (engines.fabric); NCCL and RCCL write their own
+  initialisation output to the file the launcher names (NCCL_DEBUG_FILE), read after the run.
 Each event is one JSON line in RLVR_ENGINE_RECORD_DIR/<host>-<pid>.jsonl (the run's folder, where
 the launcher collects them into job.json, the smoke into the preflight record).
 
@@ -29,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from rlvr_scaling.engines import fabric
 
 AFFINITY_VAR = "RLVR_GPU_CPU_AFFINITY"
 RECORD_DIR_VAR = "RLVR_ENGINE_RECORD_DIR"
@@ -148,8 +153,42 @@ def measure_sleep_and_wake(server_class: type) -> None:
             setattr(server_class, name, _measured(name, method))
 
 
+def _record_collectives(init):
+    @functools.wraps(init)
+    def wrapper(*args, **kwargs):
+        before = fabric.tcp_connections()
+        result = init(*args, **kwargs)
+        try:
+            import torch.distributed as dist
+
+            backend = str(dist.get_backend())
+            event: dict[str, Any] = {"event": "collectives", "node": fabric.node_name(), "backend": backend}
+            event.update(rank=dist.get_rank(), world_size=dist.get_world_size())
+            if "gloo" in backend:
+                event["gloo"] = fabric.gloo_transport(before, fabric.tcp_connections())
+            record(event)
+        except Exception:  # evidence only
+            pass
+        return result
+
+    wrapper._rlvr_hooked = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def record_collectives() -> None:
+    """Wrap torch.distributed.init_process_group (verl calls it by attribute at run time)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return
+    init = getattr(dist, "init_process_group", None)
+    if init is not None and not getattr(init, "_rlvr_hooked", False):
+        dist.init_process_group = _record_collectives(init)
+
+
 def install() -> None:
-    """The affinity hook on verl's workers, and the memory record on vLLM's server where vLLM is."""
+    """The affinity hook on verl's workers, the collectives' record, and the memory record on vLLM's
+    server where vLLM is."""
     try:
         from verl.single_controller.base.worker import Worker
     except ImportError:
@@ -157,6 +196,7 @@ def install() -> None:
     setup = Worker.__dict__.get("_setup_env_cuda_visible_devices")
     if setup is not None and not getattr(setup, "_rlvr_hooked", False):
         Worker._setup_env_cuda_visible_devices = _bind_after(setup)
+    record_collectives()
     # vLLM's server module imports vLLM (seconds): hooked when a process imports it, not before.
     after_import(VLLM_SERVER_MODULE, lambda module: measure_sleep_and_wake(module.vLLMHttpServer))
 

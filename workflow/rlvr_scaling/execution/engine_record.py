@@ -10,7 +10,7 @@ from typing import Any
 
 from rlvr_scaling.engines.hooks import RECORD_DIR_VAR
 
-__all__ = ["RECORD_DIR_VAR", "engine_events", "sleep_freed_gb"]
+__all__ = ["RECORD_DIR_VAR", "collective_events", "engine_events", "sleep_freed_gb"]
 
 
 def _events(folder: Path) -> list[dict[str, Any]]:
@@ -24,6 +24,11 @@ def _events(folder: Path) -> list[dict[str, Any]]:
             if isinstance(event, dict):
                 events.append(event)
     return sorted(events, key=lambda e: e.get("time", 0))
+
+
+def collective_events(folder: Path) -> list[dict[str, Any]]:
+    """Each process group's initialisation as the hooks recorded it (engines.fabric)."""
+    return [e for e in _events(folder) if e.get("event") == "collectives"]
 
 
 def engine_events(folder: Path) -> dict[str, Any]:

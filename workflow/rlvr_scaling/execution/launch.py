@@ -23,6 +23,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.energy import EnergyMeter
 from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR, engine_events
+from rlvr_scaling.execution.fabric_record import fabric_environment, transport_record
 from rlvr_scaling.execution.failed_runs import now, recover_leftovers
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.outcome import judge
@@ -204,7 +205,9 @@ def _run_in(
     directory.write_json("spec.json", spec_document(study, run))
     command_file = directory.write_script("command.sh", render_command(study, run, root, launcher.verl_args()))
     # The engine hooks' records (each worker's CPU binding, the rollout's memory): in the run's folder.
-    env = {**os.environ, TOKEN_VAR: directory.token, **site_env, RECORD_DIR_VAR: str(directory.path("engine"))}
+    record_dir = directory.path("engine")
+    env = {**os.environ, TOKEN_VAR: directory.token, **site_env, RECORD_DIR_VAR: str(record_dir)}
+    env.update(fabric_environment(study, record_dir))
     job = job_record(study, run, root, env)
     meter = EnergyMeter(study.site.energy.source, study.site.energy.path)
     job["energy"] = {**meter.describe(), "start": meter.read()}
@@ -234,7 +237,8 @@ def _run_in(
     outcome = judge(directory.staging, run.series, exit_status, last_step)
     job.update(end=now(), seconds=round(time.monotonic() - began, 1), exit_status=code, status=outcome.status)
     job["energy"]["end"] = meter.read()
-    job.update(step_clock=clock.record(), engine=engine_events(directory.path("engine")))
+    job.update(step_clock=clock.record(), engine=engine_events(record_dir))
+    job.update(fabric=transport_record(study, run.nodes, record_dir, job.get("node_list")))
     job.update(problems=outcome.problems, memory_evidence=outcome.memory_evidence)
     directory.write_json("job.json", job)
     if outcome.lands_in_runs:

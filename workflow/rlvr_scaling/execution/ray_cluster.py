@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlvr_scaling.engines.fabric import NODE_VAR
 from rlvr_scaling.errors import StudyError
 
 NODE_RESOURCE = "rlvr_node_{}"
@@ -112,10 +113,14 @@ class RayCluster:
         # The run's Python (inside the site's container when it has one) runs Ray's own CLI: no
         # dependence on an activated environment or on PATH inside the image.
         ray = [*self.python, "-c", NODE_START, "start", self.interface or "", str(self.slurm_cpus_per_node)]
-        # srun gives each step Slurm's device variables again: drop the ones Ray must own.
+        # srun gives each step Slurm's device variables again: drop the ones Ray must own. The node's
+        # name goes to Ray's processes, whose collectives' records say where they ran (fake nodes
+        # share a host name).
         unset = [f"--unset={name}" for name in self.unset_environment]
         command = [
-            *(["env", *unset] if unset else []),
+            "env",
+            *unset,
+            f"{NODE_VAR}={node}",
             *ray,
             "start",
             "--block",

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from rlvr_scaling import paths
+from rlvr_scaling.engines.fabric import NCCL_DEBUG_NAMES
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import digest
@@ -136,6 +137,8 @@ def passed_variables(study: Study) -> tuple[list[str], list[str]]:
     names = {*PASSED_NAMES, *study.site.environment, *container.pass_environment}
     if study.site.cpu_engine:
         names.update(CPU_ENGINE_ENV)
+    if study.site.fabric.nccl:
+        names.update(NCCL_DEBUG_NAMES)  # the launcher's, for the transport's record (engines.fabric)
     return list(PASSED_PREFIXES), sorted(name for name in names if not name.startswith(PASSED_PREFIXES))
 
 

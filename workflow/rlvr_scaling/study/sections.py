@@ -92,6 +92,24 @@ class Launch(Section):
 
 
 @dataclass(frozen=True)
+class Fabric(Section):
+    """How a multi-node run's collectives must travel (execution.fabric_record judges each run)."""
+
+    library: str = "gloo"  # rccl | nccl | gloo
+    transport: str = "tcp"  # ofi-<provider> | ib | socket | tcp, as the library's own output names it
+    slurm_network: str | None = None  # sbatch --network=<value> on every multi-node job
+    collective_megabytes: float = 256.0
+    collective_iterations: int = 5
+    collective_timeout_seconds: float = 600.0
+    bandwidth_floor_gb_per_s: float = 0.0
+    source: str = ""
+
+    @property
+    def nccl(self) -> bool:
+        return self.library in ("nccl", "rccl")
+
+
+@dataclass(frozen=True)
 class Storage(Section):
     results: str | None = None  # where results/ lives (a template); None: in the clone
 
@@ -154,6 +172,7 @@ class Site(Section):
     hardware: Hardware = field(default_factory=Hardware)
     slurm: SlurmSite = field(default_factory=SlurmSite)
     launch: Launch = field(default_factory=Launch)
+    fabric: Fabric = field(default_factory=Fabric)
     storage: Storage = field(default_factory=Storage)
     container: Container | None = None  # None: runs use this host's Python
     engine_options: EngineOptions = field(default_factory=EngineOptions)

@@ -11,6 +11,7 @@ from rlvr_scaling.analysis.per_run import disturbance
 from rlvr_scaling.analysis.per_run.energy_use import summarize_energy
 from rlvr_scaling.analysis.per_run.model_flops import summarize_mfu
 from rlvr_scaling.analysis.per_run.overhead import run_overhead
+from rlvr_scaling.engines import fabric
 from rlvr_scaling.fsutil import sha256_file
 from rlvr_scaling.measured.adaptive_steps import expected_steps, stop_check
 from rlvr_scaling.measured.metrics import finite_values, read_steps, summarize_steps
@@ -76,7 +77,23 @@ def validity_checks(
             f"longest response {longest:g} tokens, cap {run['max_response_length']}",
         )
     )
+    fabric_check = transport_check(run, job)
+    if fabric_check is not None:
+        checks.append(fabric_check)
     return checks
+
+
+def transport_check(run: dict[str, Any], job: dict[str, Any]) -> Check | None:
+    """Whether a multi-node run's collectives travelled as its site says, judged again from the
+    transports job.json recorded per node (execution.fabric_record); None for a run whose launcher
+    recorded no `fabric` (an imported run, or one made before the record existed)."""
+    record = job.get("fabric")
+    if not isinstance(record, dict) or not isinstance(record.get("expected"), dict):
+        return None
+    nodes = record.get("nodes") if isinstance(record.get("nodes"), dict) else {}
+    transports = {str(n): (r.get("transport") if isinstance(r, dict) else None) for n, r in nodes.items()}
+    valid, detail = fabric.judge(str(record["expected"].get("transport")), transports, int(run["nodes"]))
+    return _check("fabric", valid, detail)
 
 
 def _identity_fields(spec: dict[str, Any]) -> dict[str, Any]:

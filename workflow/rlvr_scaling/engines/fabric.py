@@ -1,0 +1,136 @@
+"""Which transport a process's collectives used, read from the communication library itself.
+
+Runs inside the engine's processes (verl's workers through the engine hooks, the preflight's
+collective probe) and in the launcher; the standard library only, like the rest of `engines`.
+
+- NCCL and RCCL say it in their initialisation output (NCCL_DEBUG=INFO, subsystems INIT and NET):
+  the network plugin and, for libfabric, the provider ("NET/OFI Selected Provider is cxi" on
+  Slingshot, LUMI user guide, PyTorch page), or their own IB or socket transport ("NET/IB : Using",
+  "NET/Socket : Using"). The launcher points NCCL_DEBUG_FILE at the run's record folder, one file per
+  process, and reads them here.
+- Gloo prints nothing of its transport (torch 2.13, also at TORCH_CPP_LOG_LEVEL=INFO: measured). On
+  Linux torch's Gloo has one transport, TCP; what shows where its traffic went are the TCP
+  connections the process group opened: the local addresses of the sockets that appeared during its
+  initialisation (from /proc), which name the interface it used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+from collections.abc import Iterable
+
+NODE_VAR = "RLVR_NODE_NAME"  # set by each node's start (Ray's processes inherit it); else the host name
+NCCL_DEBUG_NAMES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
+NCCL_FILE_PREFIX = "nccl-"
+
+
+def nccl_debug_environment(record_dir: str) -> dict[str, str]:
+    """NCCL's and RCCL's initialisation output, one file per process (host and pid in its name: the
+    library fills in %h and %p) in the run's record folder, not on the console."""
+    return {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": "INIT,NET",
+        "NCCL_DEBUG_FILE": f"{record_dir}/{NCCL_FILE_PREFIX}%h-%p.log",
+    }
+
+
+# (pattern, transport) in the order they decide: a provider line is more precise than the network's name.
+_NCCL_LINES = (
+    (re.compile(r"NET/OFI Selected [Pp]rovider is (\S+)"), "ofi-{0}"),
+    (re.compile(r"NET/IB ?: Using"), "ib"),
+    (re.compile(r"NET/Socket ?: Using"), "socket"),
+    (re.compile(r"Using network (IB|Socket)\b"), "{0}"),
+)
+_NETWORK_NAMES = {"IB": "ib", "Socket": "socket"}
+
+
+def node_name() -> str:
+    return os.environ.get(NODE_VAR) or socket.gethostname()
+
+
+def nccl_transport(lines: Iterable[str]) -> tuple[str | None, str | None]:
+    """The transport NCCL/RCCL chose, as `ofi-<provider>`, `ib` or `socket`, and the line that says
+    so; (None, None) when the output holds none of them (NCCL_DEBUG not at INFO, or no communicator)."""
+    found: dict[int, tuple[str, str]] = {}
+    for line in lines:
+        for rank, (pattern, name) in enumerate(_NCCL_LINES):
+            match = pattern.search(line)
+            if match and rank not in found:
+                value = name.format(*match.groups())
+                found[rank] = (_NETWORK_NAMES.get(value, value).lower(), line.strip()[-300:])
+    if not found:
+        return None, None
+    return found[min(found)]
+
+
+def _socket_inodes() -> set[str]:
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def _address(hex_address: str) -> str:
+    host, port = hex_address.split(":")
+    raw = bytes.fromhex(host)
+    if len(raw) == 4:
+        ip = socket.inet_ntop(socket.AF_INET, struct.pack("<I", int(host, 16)))
+    else:  # /proc prints IPv6 as four little-endian 32-bit words
+        words = struct.unpack("<4I", raw)
+        ip = socket.inet_ntop(socket.AF_INET6, struct.pack(">4I", *words))
+        ip = ip.removeprefix("::ffff:")
+    return f"{ip}:{int(port, 16)}"
+
+
+def tcp_connections() -> set[tuple[str, str]]:
+    """(local, remote) of this process's established TCP connections."""
+    mine = _socket_inodes()
+    found = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "01" and fields[9] in mine:  # 01: ESTABLISHED
+                found.add((_address(fields[1]), _address(fields[2])))
+    return found
+
+
+def gloo_transport(before: set[tuple[str, str]], after: set[tuple[str, str]]) -> dict[str, object]:
+    """Gloo's record: TCP, and the local addresses of the connections its initialisation opened."""
+    opened = sorted(after - before)
+    return {
+        "transport": "tcp",
+        "local_addresses": sorted({local.rsplit(":", 1)[0] for local, _ in opened}),
+        "evidence": f"{len(opened)} TCP connections opened by the process group's initialisation"
+        + (f", e.g. {opened[0][0]} -> {opened[0][1]}" if opened else ""),
+    }
+
+
+def judge(expected: str, transports: dict[str, str | None], nodes: int) -> tuple[bool, str]:
+    """Whether a run's collectives travelled as the site says (`transports`: node -> the transport
+    its processes used, None where none was recorded). Only a multi-node run is judged: within a node
+    the libraries use shared memory and the GPUs' own links, whatever their network is."""
+    seen = ", ".join(f"{node} {transport or 'none recorded'}" for node, transport in sorted(transports.items()))
+    if nodes <= 1:
+        return True, f"one node: not judged (collectives stay within the node); recorded: {seen or 'nothing'}"
+    if not transports:
+        return False, f"no node recorded its collectives' transport; the site expects {expected} (fabric.transport)"
+    wrong = {node: t for node, t in transports.items() if t != expected}
+    if wrong:
+        named = ", ".join(f"{t or 'no transport recorded'} on {node}" for node, t in sorted(wrong.items()))
+        return False, (
+            f"collectives over {named}; the site expects {expected} (fabric.transport): "
+            "not a measurement of the site's scaling"
+        )
+    return True, f"{expected} on every node: {seen}"
