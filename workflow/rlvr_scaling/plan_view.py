@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.cost.budget import measured_node_hours
@@ -205,6 +205,25 @@ def memory_table(study: Study, plan: list[PlannedRun], root: Path) -> list[str]:
         "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
     ]
     return lines + ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+
+
+def memory_record(study: Study, run: PlannedRun, root: Path) -> dict[str, Any]:
+    """A run's memory per GPU for `plan --json`: the figures memory_table prints (memory_of's), with
+    computed true; computed false and why where it has none."""
+    from rlvr_scaling.study.memory_budget import memory_or_reason
+
+    if isinstance(run, PendingRun):
+        return {"computed": False, "reason": f"the run waits for the sweep's selection ({run.pending})"}
+    memory, why = memory_or_reason(study, run.dataset, run.nodes, run.trajectories_per_engine, root)
+    if memory is None:
+        return {"computed": False, "reason": why}
+    return {"computed": True, **memory.to_dict()}
+
+
+def plan_records(study: Study, plan: list[PlannedRun], root: Path) -> list[dict[str, Any]]:
+    """`plan --json`: each run as the plan holds it, with its memory budget beside its memory settings
+    (`memory`, which job.json records too)."""
+    return [{**run.to_dict(), "memory_budget": memory_record(study, run, root)} for run in plan]
 
 
 def build_line(study: Study) -> str | None:
