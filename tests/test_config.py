@@ -199,6 +199,31 @@ def test_a_site_missing_a_required_key_names_the_key(tmp_path: Path) -> None:
     assert "key 'hardware.gpus_per_node' is missing, but it is required" in str(caught.value)
 
 
+def test_a_bad_gpu_memory_unit_names_the_key_the_value_and_the_units(tmp_path: Path) -> None:
+    site = yaml.safe_load((REPO / "config" / "sites" / "lumi.yaml").read_text())
+    site["hardware"]["gpu_memory_unit"] = "GiByte"
+    (tmp_path / "lumi.yaml").write_text(yaml.safe_dump(site))
+    with pytest.raises(ConfigError) as caught:
+        load_site("lumi", tmp_path)
+    assert caught.value.key == "hardware.gpu_memory_unit" and caught.value.value == "GiByte"
+    assert "'GiByte' is not one of ['GiB', 'GB']" in str(caught.value)
+
+
+@pytest.mark.parametrize(("site", "unit"), [("lumi", "GiB"), ("nvidia-example", "GiB"), ("local", "GB")])
+def test_each_site_file_states_its_gpu_memory_unit(site: str, unit: str) -> None:
+    # Written in the file, not left to the default: LUMI's GCD and NVIDIA's "80 GB" are binary sizes.
+    raw = yaml.safe_load((SITES_DIR / f"{site}.yaml").read_text())
+    assert raw["hardware"]["gpu_memory_unit"] == unit
+    assert load_study(site=site).site.hardware.gpu_memory_unit == unit
+
+
+def test_a_site_that_states_no_unit_keeps_gb() -> None:
+    # What the memory budget took before sites stated a unit: such a site's figures do not move.
+    hardware = load_site("lumi")["hardware"]
+    del hardware["gpu_memory_unit"]
+    assert Site.from_dict({**load_site("lumi"), "hardware": hardware}).hardware.gpu_memory_unit == "GB"
+
+
 def test_command_line_values_inside_a_mapping_are_typed_like_set() -> None:
     # Snakemake's --config 'overrides={"algorithm.steps": 5}' hands over {'algorithm.steps': '5'}.
     command_line = {"overrides": {"algorithm.steps": "5", "scaling.weak_nodes": "[1, 2]"}, "site": "local"}

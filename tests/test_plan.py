@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.plan_view import memory_table, plan_records
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import RESOURCE_NAMES, PendingRun, Run, build_plan, known_runs
 
@@ -135,6 +136,55 @@ def test_cli_plan_json(tmp_path: Path) -> None:
     }
     assert all(required <= set(entry) for entry in plan)
     assert len({e["run_id"] for e in plan}) == len(plan) == 18
+    # Each run's memory budget, with the figures of the text table (plan_view.memory_table).
+    assert all(entry["memory_budget"]["computed"] and entry["memory_budget"]["fits"] for entry in plan)
+    budget = next(e for e in plan if e["dataset"] == "gsm8k" and e["nodes"] == 1)["memory_budget"]
+    # A GCD of 64 GiB: 64 x 2**30 bytes; vLLM's 0.4 of it 27.49 GB; the cap 0.98 x 68.72 = 67.35 GB.
+    assert (budget["gpu_memory"], budget["gpu_memory_unit"], budget["gpu_bytes"]) == (64, "GiB", 68_719_476_736)
+    assert budget["rollout_share_gb"] == 27.49 and budget["cap_gb"] == 67.35 and budget["cap_fraction"] == 0.98
+    study = load_study(site="lumi", sets=PUBLISHED)
+    table = memory_table(study, build_plan(study, root=REPO), REPO)
+    assert "a GPU of 64 GiB = 68.72 GB; cap 0.98 x 68.72 = 67.35 GB" in table[0]
+    header = table[1].split()
+    for entry in plan:
+        row = dict(zip(header, next(line for line in table if line.startswith(entry["run_id"])).split(), strict=True))
+        budget = entry["memory_budget"]
+        shown = {
+            "vllm": budget["rollout_share_gb"],
+            "held": budget["rollout_in_training_gb"],
+            "megatron": budget["megatron_state_gb"],
+            "activ": budget["activations_gb"],
+            "logits": budget["logits_gb"],
+            "gen_peak": budget["generation_peak_gb"],
+            "train_peak": budget["training_peak_gb"],
+        }
+        assert {column: float(row[column]) for column in shown} == shown, entry["run_id"]
+        kv = f"{budget['kv_cache_tokens'] // 1000}k/{budget['kv_tokens_needed'] // 1000}k"
+        assert row["kv/need"] == kv and row["fits"] == "yes"
+    # The figures the table and the JSON share are the weights, gradients and optimizer state summed.
+    assert budget["megatron_state_gb"] == round(
+        budget["weights_gb"] + budget["gradients_gb"] + budget["optimizer_gb"], 2
+    )
+
+
+def test_plan_json_says_why_a_run_has_no_memory_budget(tmp_path: Path) -> None:
+    lumi = load_study(site="lumi")  # no selection: the scaling runs wait for the sweep
+    records = plan_records(lumi, build_plan(lumi, root=tmp_path), tmp_path)
+    pending = [r["memory_budget"] for r in records if r["pending"]]
+    assert pending and all(not b["computed"] and "sweep's selection" in b["reason"] for b in pending)
+    assert all(r["memory_budget"]["computed"] for r in records if not r["pending"])
+    local = load_study(site="local")
+    records = plan_records(local, build_plan(local, root=tmp_path), tmp_path)
+    budgets = [r["memory_budget"] for r in records if not r["pending"]]
+    assert budgets and all(b == {"computed": False, "reason": budgets[0]["reason"]} for b in budgets)
+    assert "CPU engine" in budgets[0]["reason"]
+    # A GPU site without the model's shape: the reason names the missing config.json.
+    unknown = edited(lumi, config={"model": {"name": "Org/Unshipped-1B"}})
+    records = plan_records(
+        unknown, build_plan(unknown, selection={"gsm8k": 100, "dapo_math": 10}, root=tmp_path), tmp_path
+    )
+    assert all(not r["memory_budget"]["computed"] for r in records)
+    assert "no config.json for Org/Unshipped-1B" in records[0]["memory_budget"]["reason"]
 
 
 def test_output_into_a_closed_pipe_ends_quietly() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.cost.budget import measured_node_hours
@@ -15,6 +15,7 @@ from rlvr_scaling.study.plan import PendingRun, PlannedRun, Run, known_runs
 
 if TYPE_CHECKING:
     from rlvr_scaling.analysis.across_runs.selection_io import SkippedPoints
+    from rlvr_scaling.study.memory_budget import RunMemory
 
 CostOf = Callable[[Run], float]
 
@@ -161,47 +162,68 @@ def lock_line(study: Study) -> str | None:
     )
 
 
+def _memory_row(run: Run, memory: RunMemory) -> list[str]:
+    return [
+        run.run_id,
+        f"{memory.rollout_share_gb:g}",
+        f"{memory.rollout_in_training_gb:g}",
+        f"{memory.megatron_state_gb:.2f}",
+        f"{memory.activations_gb:g}",
+        f"{memory.logits_gb:g}",
+        f"{memory.generation_peak_gb:g}",
+        f"{memory.training_peak_gb:g}",
+        f"{memory.kv_cache_tokens // 1000}k/{memory.kv_tokens_needed // 1000}k",
+        "yes" if memory.fits else "NO",
+    ]
+
+
 def memory_table(study: Study, plan: list[PlannedRun], root: Path) -> list[str]:
     """Each known run's memory per GPU (study.memory_budget), on a GPU site whose model shape is known."""
-    from rlvr_scaling.study.memory_budget import memory_of, shape_for
+    from rlvr_scaling.study.memory_budget import memory_of, shape_for, sleep_mode_available
 
-    rows = []
-    for run in known_runs(plan):
-        memory = memory_of(study, run.dataset, run.nodes, run.trajectories_per_engine, root)
-        if memory is None:
-            continue
-        rows.append(
-            [
-                run.run_id,
-                f"{memory.rollout_share_gb:g}",
-                f"{memory.rollout_in_training_gb:g}",
-                f"{memory.weights_gb + memory.gradients_gb + memory.optimizer_gb:.2f}",
-                f"{memory.activations_gb:g}",
-                f"{memory.logits_gb:g}",
-                f"{memory.generation_peak_gb:g}",
-                f"{memory.training_peak_gb:g}",
-                f"{memory.kv_cache_tokens // 1000}k/{memory.kv_tokens_needed // 1000}k",
-                "yes" if memory.fits else "NO",
-            ]
-        )
-    if not rows:
+    memories = [
+        (run, memory_of(study, run.dataset, run.nodes, run.trajectories_per_engine, root)) for run in known_runs(plan)
+    ]
+    budgets = [(run, memory) for run, memory in memories if memory is not None]
+    if not budgets:
         if study.site.cpu_engine or not known_runs(plan):
             return []
         _, why = shape_for(study.config.model, root, study.site_name)
         return [f"Memory per GPU: not computed, {why}: a run over a GPU's memory is not refused before it starts."]
+    rows = [_memory_row(run, memory) for run, memory in budgets]
     header = ["run_id", "vllm", "held", "megatron", "activ", "logits", "gen_peak", "train_peak", "kv/need", "fits"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     _, source = shape_for(study.config.model, root, study.site_name)
-    from rlvr_scaling.study.memory_budget import sleep_mode_available
-
     sleep = "frees" if sleep_mode_available(study.site) else "keeps"
+    # Every run of a study has one GPU and one cap: the first budget's.
+    first = budgets[0][1]
     lines = [
-        f"Memory per GPU in GB (cap {study.config.selection_rule.memory_cap_fraction:g} x "
-        f"{study.site.hardware.gpu_memory_gb:g}; vLLM {sleep} its share while Megatron trains; the model's shape "
-        f"from {source}; study.memory_budget says how each part is counted):",
+        f"Memory per GPU in GB of 1e9 bytes (a GPU of {first.device_text()}; cap {first.cap_fraction:g} x "
+        f"{first.gpu_gb:g} = {first.cap_gb:g} GB; vLLM's share is its gpu_memory_utilization of the GPU's "
+        f"bytes; vLLM {sleep} its share while Megatron trains; the model's shape from {source}; "
+        "study.memory_budget says how each part is counted):",
         "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)),
     ]
     return lines + ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+
+
+def memory_record(study: Study, run: PlannedRun, root: Path) -> dict[str, Any]:
+    """A run's memory per GPU for `plan --json`: the figures memory_table prints (memory_of's), with
+    computed true; computed false and why where it has none."""
+    from rlvr_scaling.study.memory_budget import memory_or_reason
+
+    if isinstance(run, PendingRun):
+        return {"computed": False, "reason": f"the run waits for the sweep's selection ({run.pending})"}
+    memory, why = memory_or_reason(study, run.dataset, run.nodes, run.trajectories_per_engine, root)
+    if memory is None:
+        return {"computed": False, "reason": why}
+    return {"computed": True, **memory.to_dict()}
+
+
+def plan_records(study: Study, plan: list[PlannedRun], root: Path) -> list[dict[str, Any]]:
+    """`plan --json`: each run as the plan holds it, with its memory budget beside its memory settings
+    (`memory`, which job.json records too)."""
+    return [{**run.to_dict(), "memory_budget": memory_record(study, run, root)} for run in plan]
 
 
 def build_line(study: Study) -> str | None:

@@ -22,6 +22,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         datasets_line,
         lock_line,
         memory_table,
+        plan_records,
         plan_table,
         preflight_line,
         results_line,
@@ -54,7 +55,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if line := lock_line(study):
             print(line)
         return 0
-    print_json([run.to_dict() for run in plan], sys.stdout)
+    print_json(plan_records(study, plan, root), sys.stdout)
     if note := site_note(study):
         print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     return 0

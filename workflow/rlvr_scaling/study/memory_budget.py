@@ -6,6 +6,10 @@ phases its sleep mode frees that share, if the site's vLLM can (site `engine_opt
 Where it cannot (LUMI's MI250X with the AI Factory base's vLLM: docs/study.md, "Memory per GCD"),
 the share stays allocated while Megatron trains beside it, and the two must fit together.
 
+Every figure is in GB (1e9 bytes), whatever unit the site states its GPUs' memory in
+(`hardware.gpu_memory_unit`): vLLM's share and the cap are fractions of the device's bytes, so a GCD
+of 64 GiB gives 0.4 x 68.72 = 27.49 GB, not 0.4 x 64 = 25.6.
+
 The counts (bytes per GPU; docs/study.md gives the sources):
 - Megatron's state, per GPU of a tensor-parallel group t and pipeline stage p (verl's defaults:
   mixed precision with fp32 gradients, `grad_reduce_in_fp32`; the distributed optimizer,
@@ -42,6 +46,10 @@ from rlvr_scaling.study.model_shape import ModelShape
 from rlvr_scaling.study.sections import Model, Site
 
 GB = 1e9
+# Bytes in one unit a site may state its GPUs' memory in (site hardware.gpu_memory_unit). GPU makers
+# size HBM in binary units while writing GB: an MI250X GCD's "64 GB" is 64 GiB (the device reports
+# 68,702,699,520 bytes, 16 MiB under it), an A100's "80 GB" 80 GiB.
+UNIT_BYTES: dict[str, int] = {"GB": 10**9, "GiB": 2**30}
 # Device contexts (vLLM's and Megatron's processes) and RCCL/NCCL buffers per GPU: an allowance, not
 # a measurement; the engine smoke's record (device memory around sleep/wake) measures the real one.
 CONTEXT_GB = 2.0
@@ -54,12 +62,17 @@ SHAPES_DIR = paths.CONFIG_DIR / "models"
 
 @dataclass(frozen=True)
 class RunMemory:
-    """One run's memory per GPU, in GB."""
+    """One run's memory per GPU, in GB (1e9 bytes); the GPU's size also as the site states it."""
 
+    gpu_memory: float  # the GPU's size in gpu_memory_unit (site hardware.gpu_memory_gb)
+    gpu_memory_unit: str  # GiB | GB (site hardware.gpu_memory_unit)
+    gpu_bytes: int
     gpu_gb: float
-    cap_gb: float
+    cap_fraction: float
+    cap_gb: float  # cap_fraction x the GPU's bytes
     sleep_mode: bool
-    rollout_share_gb: float  # vLLM's gpu_memory_utilization x the GPU
+    rollout_share: float  # vLLM's gpu_memory_utilization
+    rollout_share_gb: float  # that fraction of the GPU's bytes, as vLLM takes it
     rollout_in_training_gb: float  # what vLLM holds while Megatron trains
     weights_gb: float
     gradients_gb: float
@@ -73,11 +86,30 @@ class RunMemory:
     kv_tokens_needed: int  # its concurrent trajectories x their longest length
 
     @property
+    def megatron_state_gb(self) -> float:
+        """Megatron's weights, gradients and optimizer state, as the plan's table prints them."""
+        return round(self.weights_gb + self.gradients_gb + self.optimizer_gb, 2)
+
+    @property
     def fits(self) -> bool:
+        # Decided on the figures as printed (0.01 GB): a peak the table shows equal to the cap fits.
         return max(self.generation_peak_gb, self.training_peak_gb) <= self.cap_gb and self.kv_cache_tokens > 0
 
+    def device_text(self) -> str:
+        """The GPU's size as the site states it and in GB: '64 GiB = 68.72 GB', or '80 GB'."""
+        stated = f"{self.gpu_memory:g} {self.gpu_memory_unit}"
+        return stated if self.gpu_memory_unit == "GB" else f"{stated} = {self.gpu_gb:g} GB"
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "fits": self.fits}
+        return {**asdict(self), "megatron_state_gb": self.megatron_state_gb, "fits": self.fits}
+
+
+def device_bytes(size: float, unit: str) -> int:
+    """A GPU's memory in bytes from its size in the site's unit: what vLLM's gpu_memory_utilization and
+    the memory cap take fractions of."""
+    if unit not in UNIT_BYTES:
+        raise ConfigError("hardware.gpu_memory_unit", unit, f"it must be one of {', '.join(UNIT_BYTES)}", "site")
+    return round(size * UNIT_BYTES[unit])
 
 
 @functools.lru_cache(maxsize=16)
@@ -111,7 +143,8 @@ def parameters(shape: ModelShape) -> int:
 def run_memory(
     shape: ModelShape,
     *,
-    gpu_gb: float,
+    gpu_memory: float,
+    gpu_memory_unit: str,
     cap_fraction: float,
     sleep_mode: bool,
     rollout_share: float,
@@ -125,6 +158,7 @@ def run_memory(
     trajectories_per_engine: float,
     max_length: int,
 ) -> RunMemory:
+    device = device_bytes(gpu_memory, gpu_memory_unit)
     t, p = training_tensor_parallel, pipeline_parallel
     params_per_gpu = parameters(shape) / (t * p)
     weights = params_per_gpu * WEIGHT_BYTES / GB
@@ -139,7 +173,7 @@ def run_memory(
         activation_bytes = token_budget * stage_layers * per_token_layer / t
     activations = activation_bytes / GB
     logits = token_budget * shape.vocab_size / t * LOGIT_BYTES / GB
-    share = rollout_share * gpu_gb
+    share = rollout_share * device / GB
     in_training = 0.0 if sleep_mode else share
     megatron_state = weights + gradients + optimizer
     generation = share + (0.0 if offload else megatron_state) + CONTEXT_GB
@@ -151,9 +185,14 @@ def run_memory(
     rollout_weights = parameters(shape) * WEIGHT_BYTES / rollout_tensor_parallel / GB
     kv_gb = share - rollout_weights - 1.0
     return RunMemory(
-        gpu_gb=gpu_gb,
-        cap_gb=round(cap_fraction * gpu_gb, 2),
+        gpu_memory=gpu_memory,
+        gpu_memory_unit=gpu_memory_unit,
+        gpu_bytes=device,
+        gpu_gb=round(device / GB, 2),
+        cap_fraction=cap_fraction,
+        cap_gb=round(cap_fraction * device / GB, 2),
         sleep_mode=sleep_mode,
+        rollout_share=rollout_share,
         rollout_share_gb=round(share, 2),
         rollout_in_training_gb=round(in_training, 2),
         weights_gb=round(weights, 2),
@@ -218,12 +257,22 @@ def memory_of(
 ) -> RunMemory | None:
     """A run's memory per GPU on a GPU site whose model shape is known, else None. `changed` tries
     another setting (rollout_share, recompute, offload, sleep_mode) in place of the study's."""
+    memory, _ = memory_or_reason(study, dataset, nodes, trajectories_per_engine, root, **changed)
+    return memory
+
+
+def memory_or_reason(
+    study: Study, dataset: str, nodes: int, trajectories_per_engine: float, root: Path, **changed: Any
+) -> tuple[RunMemory | None, str]:
+    """memory_of's answer, and when it is None, why no budget is computed."""
     site, cfg = study.site, study.config
-    if site.cpu_engine or not site.hardware.gpu_memory_gb:
-        return None
-    shape, _ = shape_for(cfg.model, root, site.name)
+    if site.cpu_engine:
+        return None, f"site '{study.site_name}' runs the CPU engine: no GPU memory to budget"
+    if not site.hardware.gpu_memory_gb:
+        return None, f"site '{study.site_name}' states no hardware.gpu_memory_gb"
+    shape, why = shape_for(cfg.model, root, site.name)
     if shape is None:
-        return None
+        return None, why
     data = cfg.datasets[dataset]
     rollout, training = cfg.parallel.rollout, cfg.parallel.training
     share = (
@@ -238,9 +287,10 @@ def memory_of(
         "offload": data.memory.offload,
         **changed,
     }
-    return run_memory(
+    memory = run_memory(
         shape,
-        gpu_gb=site.hardware.gpu_memory_gb,
+        gpu_memory=site.hardware.gpu_memory_gb,
+        gpu_memory_unit=site.hardware.gpu_memory_unit,
         cap_fraction=cfg.selection_rule.memory_cap_fraction,
         rollout_tensor_parallel=rollout.tensor_parallel,
         training_tensor_parallel=training.tensor_parallel,
@@ -251,6 +301,7 @@ def memory_of(
         max_length=data.max_length,
         **settings,
     )
+    return memory, ""
 
 
 def check_run_memory(
@@ -268,7 +319,7 @@ def check_run_memory(
 
     data = study.config.datasets[dataset].memory
     fixes = []
-    share = largest_fitting_share(lambda u: fits(rollout_share=u), memory.rollout_share_gb / memory.gpu_gb)
+    share = largest_fitting_share(lambda u: fits(rollout_share=u), memory.rollout_share)
     if share is not None:
         fixes.append(f"{key}.gpu_memory_utilization: {share}")
     if not data.recompute and fits(recompute=True):

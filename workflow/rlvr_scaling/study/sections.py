@@ -54,6 +54,10 @@ def _typed(hint: Any, value: Any) -> Any:
 class Hardware(Section):
     gpus_per_node: int = 0
     gpu_memory_gb: float = 0.0
+    # The unit gpu_memory_gb is stated in (the key's name predates it): GiB | GB. GPU makers size HBM
+    # in GiB while writing GB; the memory budget (study.memory_budget) turns it into the device's bytes.
+    # GB, the unit the budget took before sites stated one, keeps a site file that does not say so as it was.
+    gpu_memory_unit: str = "GB"
     cpus_per_node: int = 0  # usable cores per node (LUMI: 56 of 64)
     memory_mb_per_node: int = 0
     # dense BF16 peak per GPU (as the study counts GPUs), for MFU; None: no MFU (a CPU has no such peak)
