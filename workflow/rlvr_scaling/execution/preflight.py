@@ -6,7 +6,9 @@ verl, torch, vLLM and Megatron inside it, every module the configured engines im
 the run environment as the processes see it (expanded), every planned run's verl arguments composed and
 checked by verl's own config validation inside the image, the dataset and model manifests, the Slurm
 account and partition that accepted the job, and, for a study with multi-node runs, a two-node Ray
-cluster started in the image and joined by the real probe. Every problem found is listed; any problem
+cluster started in the image and joined by the real probe, and across its two nodes an all-reduce
+on a new process group with the runs' library: its transport, bus bandwidth and time
+(preflight_collective). Every problem found is listed; any problem
 stops the workflow before a run is submitted.
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.execution.engine_smoke import run_smoke
+from rlvr_scaling.execution.preflight_collective import run_collective
 from rlvr_scaling.execution.preflight_probe import MARK
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes, new_token
 from rlvr_scaling.execution.run_environment import (
@@ -137,22 +140,29 @@ def _inputs(study: Study, root: Path) -> tuple[dict[str, Any], list[str]]:
     return found, problems
 
 
-def _two_node_ray(study: Study, root: Path, env: dict[str, str], log_dir: Path) -> tuple[dict[str, Any], list[str]]:
+def _two_node_ray(
+    study: Study, root: Path, env: dict[str, str], log_dir: Path
+) -> tuple[dict[str, Any], dict[str, Any] | None, list[str]]:
+    """The runs' launcher over two nodes, and on its cluster the collective across them."""
     from rlvr_scaling.execution.launchers.ray_srun import start_ray_cluster
 
     job: dict[str, Any] = {}
     # Its own token: every process of this cluster is gone before the engine smoke starts another.
     token = new_token()
+    cluster_env = {**env, TOKEN_VAR: token}
     try:
-        cluster = start_ray_cluster(
-            study, 2, study.site.hardware.gpus_per_node, root, log_dir, {**env, TOKEN_VAR: token}, job
-        )
+        cluster = start_ray_cluster(study, 2, study.site.hardware.gpus_per_node, root, log_dir, cluster_env, job)
     except StudyError as exc:
         end_processes(token)
-        return {"formed": False, **job}, [f"a two-node Ray cluster in the image did not form: {exc}"]
-    cluster.stop()
-    end_processes(token)
-    return {"formed": True, **job}, []
+        return {"formed": False, **job}, None, [f"a two-node Ray cluster in the image did not form: {exc}"]
+    try:
+        collective, problems = run_collective(
+            study, root, cluster_env, log_dir.parent / "collective", job["node_list"], local_groups=False
+        )
+    finally:
+        cluster.stop()
+        end_processes(token)
+    return {"formed": True, **job}, collective, problems
 
 
 def _slurm_job(env: dict[str, str]) -> dict[str, str | None]:
@@ -219,7 +229,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
     storage, found, warnings = space_report(results, model, study.slurm_account())
     problems += found
-    ray, found = _ray_check(study, plan, root, env)
+    ray, collective, found = _cross_node_checks(study, plan, root, env, run_env)
     problems += found
     # Last, and only when everything else holds: the engines themselves, for a few real steps.
     smoked: dict[str, Any] = {"ran": False, "reason": "an earlier check failed"}
@@ -238,6 +248,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
         "inputs": inputs,
         "engine": engine,
         "ray_two_nodes": ray,
+        "collective": collective,
         "storage": storage,
         "runs_checked": len([r for r in plan if r.verl_args]),
         "problems": problems,
@@ -245,15 +256,22 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     }
 
 
-def _ray_check(
-    study: Study, plan: list[Run], root: Path, env: dict[str, str]
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """The two-node Ray cluster, when the study has multi-node runs (in the preflight's Slurm job)."""
-    if preflight_nodes(study, plan) != 2:
-        return None, []
+def _cross_node_checks(
+    study: Study, plan: list[Run], root: Path, env: dict[str, str], run_env: dict[str, str]
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+    """For a study with multi-node runs: the two-node Ray cluster (in the preflight's Slurm job) and
+    the collective across its nodes; on the local site, the collective between its two groups of
+    workers (the local runs' two "nodes")."""
+    if not multi_node(plan):
+        return None, None, []
+    folder = paths.results_dir(root) / "preflight"
+    if study.site.launch.kind == "local":
+        nodes = ["group-0", "group-1"]
+        collective, problems = run_collective(study, root, run_env, folder / "collective", nodes, local_groups=True)
+        return None, collective, problems
     if not env.get("SLURM_JOB_ID"):
-        return None, ["the study has multi-node runs, but the preflight runs outside a Slurm job"]
-    return _two_node_ray(study, root, env, paths.results_dir(root) / "preflight" / "ray")
+        return None, None, ["the study has multi-node runs, but the preflight runs outside a Slurm job"]
+    return _two_node_ray(study, root, env, folder / "ray")
 
 
 def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:

@@ -1,5 +1,12 @@
-"""One Ray cluster over a Slurm allocation: the head on the first node (where the launcher runs),
-one worker per other node started with srun, all inside the site's container when it has one."""
+"""One Ray cluster over a Slurm allocation: every node's Ray (the head on the first node, where the
+launcher runs, and a worker on each other node) started as the tasks of ONE job step, inside the
+site's container when it has one.
+
+One step, not the batch step plus a step per node: on Slingshot only a multi-node srun step gets a
+network identifier (VNI) and CXI service, each such step its own, and libfabric's cxi provider uses
+only the step's (Slurm's hpe_slingshot switch plugin; libfabric's prov/cxi; docs/lumi.md, "Collectives
+across nodes"). verl's GPU workers are Ray's processes, children of each node's raylet: in one step
+they all share its VNI, so RCCL can reach Slingshot instead of falling back to TCP sockets."""
 
 from __future__ import annotations
 
@@ -25,9 +32,33 @@ print(json.dumps({"resources": [n["Resources"] for n in alive], "addresses": [n[
 # there), before `ray start`: the node's address on the site's network interface, and a check that the
 # job step may use the CPUs Ray will be told it has.
 NODE_START = r"""
-import fcntl, os, socket, struct, sys
+import fcntl, json, os, socket, struct, sys, time
 mode, interface, cpus, *ray_args = sys.argv[1:]
 node = socket.gethostname()
+if mode == "step":  # one task of the step that starts every node's Ray: this node's part of the plan
+    plan = json.loads(ray_args[0])
+    node = os.environ.get("SLURMD_NODENAME", "")
+    if node not in plan["nodes"]:
+        sys.exit(f"rlvr-scaling: this task's node {node!r} (SLURMD_NODENAME) is not one of {sorted(plan['nodes'])}")
+    mine = plan["nodes"][node]
+    log = os.open(mine["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    for name in plan["unset"]:  # srun gives each step Slurm's device variables again: Ray owns them
+        os.environ.pop(name, None)
+    os.environ[plan["node_var"]] = node  # Ray's processes inherit it: their records name the node
+    head = mine.get("head_address")
+    deadline = time.monotonic() + float(plan["wait_seconds"])
+    while head:  # a worker joins once the head's port answers
+        try:
+            socket.create_connection(tuple(head.rsplit(":", 1)), timeout=5).close()
+            break
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                sys.exit(f"rlvr-scaling: node {node}: the Ray head {head} did not answer "
+                         f"within {plan['wait_seconds']} s: {exc}")
+            time.sleep(1)
+    ray_args = mine["args"]
 
 def interface_address():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -108,20 +139,10 @@ class RayCluster:
     def head_address(self) -> str:
         return f"{self.head_ip}:{self.port}"
 
-    def _ray_start(self, index: int) -> list[str]:
+    def _ray_args(self, index: int) -> list[str]:
+        """Ray's CLI arguments for node `index` (the head for 0)."""
         node = self.nodes[index]
-        # The run's Python (inside the site's container when it has one) runs Ray's own CLI: no
-        # dependence on an activated environment or on PATH inside the image.
-        ray = [*self.python, "-c", NODE_START, "start", self.interface or "", str(self.slurm_cpus_per_node)]
-        # srun gives each step Slurm's device variables again: drop the ones Ray must own. The node's
-        # name goes to Ray's processes, whose collectives' records say where they ran (fake nodes
-        # share a host name).
-        unset = [f"--unset={name}" for name in self.unset_environment]
         command = [
-            "env",
-            *unset,
-            f"{NODE_VAR}={node}",
-            *ray,
             "start",
             "--block",
             f"--num-gpus={self.gpus_per_node}",
@@ -146,30 +167,53 @@ class RayCluster:
             command += [f"--address={self.head_address}", "--dashboard-agent-listen-port=0"]
         return command
 
-    def start(self) -> None:
+    def step_command(self, wait_seconds: float) -> list[str]:
+        """The one job step over all nodes: on each, the run's Python (inside the site's container
+        when it has one) runs NODE_START, which takes its node's part of the plan and becomes Ray's
+        own CLI (no dependence on an activated environment or on PATH inside the image)."""
+        plan = {
+            "nodes": {
+                node: {
+                    "args": self._ray_args(index),
+                    "log": str(self.log_dir / f"ray-{node}.log"),
+                    "head_address": self.head_address if index else None,
+                }
+                for index, node in enumerate(self.nodes)
+            },
+            "unset": self.unset_environment,
+            "node_var": NODE_VAR,
+            "wait_seconds": wait_seconds,
+        }
+        count = len(self.nodes)
+        return [
+            # Explicit geometry: inside the job the executor stripped SLURM_*, so srun knows nothing.
+            "srun",
+            f"--jobid={self.job_id}",
+            f"--nodes={count}",
+            f"--ntasks={count}",
+            "--ntasks-per-node=1",
+            f"--nodelist={','.join(self.nodes)}",
+            f"--cpus-per-task={self.slurm_cpus_per_node}",
+            f"--gpus-per-node={self.gpus_per_node}",
+            "--overlap",
+            "--kill-on-bad-exit=0",
+            *self.python,
+            "-c",
+            NODE_START,
+            "step",
+            self.interface or "",
+            str(self.slurm_cpus_per_node),
+            json.dumps(plan),
+        ]
+
+    def start(self, wait_seconds: float = 600.0) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        for index, node in enumerate(self.nodes):
-            command = self._ray_start(index)
-            if index > 0:
-                # Explicit geometry: inside the job the executor stripped SLURM_*, so srun knows nothing.
-                command = [
-                    "srun",
-                    f"--jobid={self.job_id}",
-                    "--nodes=1",
-                    "--ntasks=1",
-                    f"--nodelist={node}",
-                    f"--cpus-per-task={self.slurm_cpus_per_node}",
-                    f"--gpus-per-node={self.gpus_per_node}",
-                    "--overlap",
-                    "--kill-on-bad-exit=0",
-                    *command,
-                ]
-            log = open(self.log_dir / f"ray-{node}.log", "ab")
-            self.processes.append(
-                subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
-            )
-            if index == 0:
-                self.wait(timeout_s=120, want_nodes=[node])
+        # What srun and the container say before a node's task takes its own log.
+        log = open(self.log_dir / "ray-step.log", "ab")
+        command = self.step_command(wait_seconds)
+        self.processes.append(
+            subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+        )
 
     def joined(self) -> tuple[list[str], float, str]:
         """Nodes whose raylet is alive, the GPUs they brought, and why the probe failed if it did.
@@ -208,11 +252,12 @@ class RayCluster:
         gpus = 0.0
         problem = ""
         while time.monotonic() < deadline:
-            for node, process in zip(self.nodes, self.processes, strict=False):  # while starting, fewer
+            for process in self.processes:
                 if process.poll() is not None:
+                    tails = "; ".join(f"{n}: {self._log_tail(n)}" for n in ["step", *self.nodes])
                     raise RayClusterError(
-                        f"Ray on node {node} exited early (status {process.returncode}): "
-                        f"{self._log_tail(node)} (all logs in {self.log_dir})"
+                        f"the job step of Ray's nodes exited early (status {process.returncode}): {tails} "
+                        f"(all logs in {self.log_dir})"
                     )
             joined, gpus, problem = self.joined()
             if set(want) <= set(joined) and gpus >= len(want) * self.gpus_per_node:

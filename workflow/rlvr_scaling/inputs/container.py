@@ -128,7 +128,14 @@ def record_path(study: Study, root: Path) -> Path:
 # (its token, the stand-in's, the site's RLVR_*), Ray's, Slurm's, verl's, the GPUs Slurm bound, the
 # site's environment and container.pass_environment.
 PASSED_PREFIXES = ("RLVR_", "RAY_", "SLURM_", "VERL_")
-PASSED_NAMES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
+# SLURMD_NODENAME: which node a task of the step that starts every node's Ray runs on (ray_cluster).
+PASSED_NAMES = (
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "SLURMD_NODENAME",
+)
 
 
 def passed_variables(study: Study) -> tuple[list[str], list[str]]:

@@ -185,15 +185,8 @@ def sbatch_resources(study: Study, nodes: int, minutes: int, partition: str | No
         "runtime": minutes,
         "slurm_partition": partition or slurm.partition,
         "slurm_account": study.slurm_account() or "",
-        "slurm_extra": " ".join([f"--gpus-per-node={hardware.gpus_per_node}", *network_option(study, nodes)]),
+        "slurm_extra": f"--gpus-per-node={hardware.gpus_per_node}",
     }
-
-
-def network_option(study: Study, nodes: int) -> list[str]:
-    """The site's --network on a multi-node job (LUMI: job_vni, so that the collectives of processes
-    in different job steps may share Slingshot: docs/lumi.md, "Collectives across nodes")."""
-    network = study.site.fabric.slurm_network
-    return [f"--network={network}"] if network and nodes > 1 else []
 
 
 def build_resources(study: Study) -> dict[str, Any]:

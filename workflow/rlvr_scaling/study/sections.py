@@ -101,7 +101,6 @@ class Fabric(Section):
 
     library: str = "gloo"  # rccl | nccl | gloo
     transport: str = "tcp"  # ofi-<provider> | ib | socket | tcp, as the library's own output names it
-    slurm_network: str | None = None  # sbatch --network=<value> on every multi-node job
     collective_megabytes: float = 256.0
     collective_iterations: int = 5
     collective_timeout_seconds: float = 600.0

@@ -96,7 +96,7 @@ def start_ray_cluster(
     env["RAY_AUTH_MODE"] = "token"
     env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     try:
-        cluster.start()
+        cluster.start(site.launch.join_timeout_seconds)
         cluster.wait(site.launch.join_timeout_seconds)
     except BaseException:
         cluster.stop()
