@@ -5,6 +5,10 @@ of the verdict need neither."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,8 +18,15 @@ from rlvr_scaling.inputs.resolve_check import (
     Verdict,
     judge,
     kept_pattern,
+    kept_requirements,
+    name_conflicts,
+    pip_check_after,
     read_base_packages,
+    requirements_on,
+    requires_snapshot,
     resolve_check,
+    verdict_text,
+    write_requires,
 )
 from rlvr_scaling.study.config import load_study
 
@@ -164,3 +175,152 @@ def test_a_base_package_list_without_numpy_is_refused_before_any_resolve(tmp_pat
     # The shipped bases name both.
     for shipped in (REPO / "containers" / "bases").glob("*.txt"):
         assert {"torch", "numpy"} <= set(read_base_packages(shipped).versions)
+
+
+@pytest.mark.resolve
+def test_lumis_verdict_says_whether_vllm_accepts_the_transformers_verl_brings() -> None:
+    """verl 0.9.1 needs transformers>=5.5.3,<5.11,!=5.6.0, so the base's 4.57.6 goes; the base's vLLM
+    0.22.1 (its published requirements, the CUDA build's pieces dropped) accepts 5.10.4: it excludes
+    only 5.0-5.5.0. Nothing else of what the base keeps is broken."""
+    verdict = resolve_check(load_study(site="lumi"))
+    assert verdict.ok, verdict.problems
+    [transformers] = [u for u in verdict.upgrades if u["name"] == "transformers"]
+    assert (transformers["base"], transformers["new"]) == ("4.57.6", "5.10.4")
+    assert "vllm transformers!=5.0.*" in transformers["kept_require"] and "(met)" in transformers["kept_require"]
+    vllm = verdict.requirements["vllm"]
+    assert vllm["published"] == "0.22.1" and vllm["url"].endswith("vllm-0.22.1-cp38-abi3-manylinux_2_28_x86_64.whl")
+    assert len(vllm["sha256"]) == 64 and "torch==2.11.0" in vllm["dropped"]
+    assert "no wheel on the index" in verdict.requirements["megatron-core"]["missing"]
+    text = verdict_text(verdict)
+    assert "transformers 4.57.6 -> 5.10.4 (kept packages require: vllm transformers!=" in text
+
+
+@pytest.mark.resolve
+def test_the_requires_snapshot_is_what_the_index_publishes(tmp_path: Path) -> None:
+    """The checked-in snapshot, made again from the index: the same files and requirements."""
+    base = tmp_path / LUMI_BASE.name
+    base.write_text(LUMI_BASE.read_text())
+    made = json.loads(write_requires(load_study(site="lumi"), base).read_text())["packages"]
+    shipped = json.loads(requires_snapshot(LUMI_BASE).read_text())["packages"]
+    assert made == shipped
+
+
+def test_the_lumi_snapshot_records_where_each_kept_packages_requirements_came_from() -> None:
+    snapshot = json.loads(requires_snapshot(LUMI_BASE).read_text())
+    assert snapshot["command"] == "rlvr-scaling resolve-check --site lumi --write-requires"
+    kept = {n: v for n, v in read_base_packages(LUMI_BASE).versions.items() if kept_pattern().match(f"{n}==")}
+    assert {n: e["base_version"] for n, e in snapshot["packages"].items()} == kept
+    vllm = snapshot["packages"]["vllm"]
+    assert vllm["url"].startswith("https://files.pythonhosted.org/") and len(vllm["sha256"]) == 64
+    assert any(line.startswith("transformers!=5.0.*") and ">=4.56.0" in line for line in vllm["requires_dist"])
+
+
+FAKE_BASE = "# python 3.12.3\ntorch==2.10.0+rocm7.0\nvllm==0.22.1+site.gfx90a\ntransformers==4.57.6\nnumpy==2.2.6\n"
+
+
+def _fake_snapshot(base: Path, vllm_lines: list[str]) -> None:
+    packages = {
+        "torch": {"base_version": "2.10.0+rocm7.0", "published": "2.10.0", "url": "https://files/torch.whl",
+                  "sha256": "0" * 64, "requires_dist": ["filelock", "nvidia-nccl-cu12==2.27.5"]},
+        "vllm": {"base_version": "0.22.1+site.gfx90a", "published": "0.22.1", "url": "https://files/vllm.whl",
+                 "sha256": "1" * 64, "requires_dist": vllm_lines},
+        "numpy": {"base_version": "2.2.6", "published": "2.2.6", "missing": "no wheel on the index (test)"},
+    }  # fmt: skip
+    requires_snapshot(base).write_text(json.dumps({"command": "make it", "packages": packages}))
+
+
+def test_a_kept_packages_requirement_the_install_breaks_is_named_in_one_line(tmp_path: Path) -> None:
+    """A fake base and fake metadata (no index): vLLM requires transformers<5, the install brings 5.10.4;
+    the stubs carry vLLM's requirement without the CUDA build's pieces; pip check on what the install
+    leaves finds the conflict, and the line names the kept package, its requirement, the version the
+    install wants and what to do."""
+    base_file = tmp_path / "base.txt"
+    base_file.write_text(FAKE_BASE)
+    _fake_snapshot(base_file, ["transformers<5,>=4.56.0", "torch==2.11.0", "flashinfer-python==0.6.11", "regex"])
+    base = read_base_packages(base_file)
+    kept = {"torch": "2.10.0+rocm7.0", "vllm": "0.22.1+site.gfx90a", "numpy": "2.2.6"}
+    verdict = Verdict(site="fake", base=str(base_file), python="3.12", requested=[], kept=kept)
+    requires = kept_requirements(requires_snapshot(base_file), base, kept, verdict)
+    # On a ROCm base the CUDA wheel's torch pin, FlashInfer and NVIDIA libraries are dropped.
+    assert requires == {"torch": ["filelock"], "vllm": ["transformers<5,>=4.56.0", "regex"], "numpy": []}
+    assert verdict.requirements["vllm"]["dropped"] == ["torch==2.11.0", "flashinfer-python==0.6.11"]
+    assert verdict.requirements["numpy"]["missing"] == "no wheel on the index (test)"
+    report = {"install": [_item("transformers", "5.10.4", "https://files/transformers-5.10.4-py3-none-any.whl")]}
+    report["install"][0]["metadata"]["requires_dist"] = ["regex"]
+    judge(report, base, kept, verdict)
+    conflicts = pip_check_after(sys.executable, tmp_path / "after", base, requires, report)
+    assert conflicts == [("vllm", "0.22.1+site.gfx90a", "transformers<5,>=4.56.0", "transformers", "5.10.4")]
+    tried = []
+
+    def refuses(pin: str) -> tuple[bool, str]:
+        tried.append(pin)
+        return False, "verl 0.9.1 depends on transformers>=5.5.3"
+
+    name_conflicts(conflicts, base, refuses, verdict)
+    assert tried == ["transformers==4.57.6"]
+    assert verdict.problems == [
+        "vllm 0.22.1+site.gfx90a requires transformers<5,>=4.56.0, but the install brings transformers 5.10.4 "
+        "and does not resolve with the base's 4.57.6 (verl 0.9.1 depends on transformers>=5.5.3): change the "
+        "base or the install so that one transformers satisfies both"
+    ]
+    # Where the install accepts the base's version, the line says to keep it, and how.
+    accepted = Verdict(site="fake", base=str(base_file), python="3.12", requested=[], kept=kept)
+    name_conflicts(conflicts, base, lambda pin: (True, ""), accepted)
+    assert accepted.problems[0].endswith(
+        "(the base has 4.57.6): keep 4.57.6, add 'transformers==4.57.6' to container.requirements "
+        "(the install resolves with it)"
+    )
+    requirements_on(verdict, requires, conflicts)
+    assert verdict.upgrades[0]["kept_require"] == "vllm transformers<5,>=4.56.0 (broken)"
+
+
+def test_a_snapshot_of_another_base_version_is_a_problem_not_silently_used(tmp_path: Path) -> None:
+    base_file = tmp_path / "base.txt"
+    base_file.write_text(FAKE_BASE.replace("vllm==0.22.1+site.gfx90a", "vllm==0.24.0"))
+    _fake_snapshot(base_file, ["transformers<5"])
+    base = read_base_packages(base_file)
+    kept = {"vllm": "0.24.0"}
+    verdict = Verdict(site="fake", base=str(base_file), python="3.12", requested=[], kept=kept)
+    assert kept_requirements(requires_snapshot(base_file), base, kept, verdict) == {}
+    assert verdict.problems == [
+        "vllm: the snapshot base.requires.json records 0.22.1+site.gfx90a, the base list 0.24.0: remake it (make it)"
+    ]
+
+
+def _run_add_verl(tmp_path: Path, after_install: str) -> subprocess.CompletedProcess[str]:
+    """containers/add-verl.sh with a fake python: `pip check` answers clean before the install and
+    `after_install` after it."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'state="{tmp_path}"\n'
+        'case "$*" in\n'
+        '  *"pip list"*) printf "torch==2.10.0+rocm7.0\\nvllm==0.22.1\\ntransformers==4.57.6\\n" ;;\n'
+        '  *"pip install"*) touch "$state/installed" ;;\n'
+        '  *"pip check"*) if [ -e "$state/installed" ]; then printf "%s" "$AFTER"; [ -z "$AFTER" ] && '
+        'echo "No broken requirements found." && exit 0; exit 1; fi; echo "No broken requirements found." ;;\n'
+        "esac\n"
+    )
+    fake.chmod(0o755)
+    return subprocess.run(
+        ["sh", str(REPO / "containers" / "add-verl.sh"), str(fake), str(tmp_path), "verl==0.9.1", "-"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AFTER": after_install},
+        timeout=60,
+    )
+
+
+def test_add_verl_stops_on_a_pip_check_conflict_and_names_it(tmp_path: Path) -> None:
+    conflict = "vllm 0.22.1 has requirement transformers<5, but you have transformers 5.10.4.\n"
+    stopped = _run_add_verl(tmp_path, conflict)
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    assert "the install left 1 conflicts" in stopped.stdout
+    assert f"  conflict: {conflict}" in stopped.stdout
+    assert not (tmp_path / "rlvr-scaling-pip-freeze.txt").exists()
+
+
+def test_add_verl_goes_on_when_pip_check_is_clean(tmp_path: Path) -> None:
+    clean = _run_add_verl(tmp_path, "")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "conflict" not in clean.stdout and (tmp_path / "rlvr-scaling-pip-freeze.txt").exists()

@@ -123,9 +123,13 @@ def cmd_container_build(args: argparse.Namespace) -> int:
 
 
 def cmd_resolve_check(args: argparse.Namespace) -> int:
-    from rlvr_scaling.inputs.resolve_check import resolve_check, verdict_text
+    from rlvr_scaling.inputs.resolve_check import resolve_check, verdict_text, write_requires
 
-    verdict = resolve_check(load_study_of(args), Path(args.base_packages) if args.base_packages else None)
+    base_file = Path(args.base_packages) if args.base_packages else None
+    if args.write_requires:
+        print(f"wrote {write_requires(load_study_of(args), base_file)}")
+        return 0
+    verdict = resolve_check(load_study_of(args), base_file)
     if args.json:
         print_json(verdict.to_json(), sys.stdout)
     else:
@@ -217,6 +221,11 @@ def add_commands(sub: Any) -> None:
         "--base-packages", default=None, help="the base's `pip list --format=freeze` (default: the site's)"
     )
     resolve.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    resolve.add_argument(
+        "--write-requires",
+        action="store_true",
+        help="write the kept packages' published requirements next to the base list (<base>.requires.json)",
+    )
     build.add_argument("--definition", required=True)
     build.add_argument("--image", required=True)
     build.add_argument("--record", required=True, help="JSON: image and base sha256, labels, in-image packages")
