@@ -226,6 +226,30 @@ def plan_records(study: Study, plan: list[PlannedRun], root: Path) -> list[dict[
     return [{**run.to_dict(), "memory_budget": memory_record(study, run, root)} for run in plan]
 
 
+def release_line(study: Study) -> str | None:
+    """The image's base release (its file's name) and what is known to go wrong with it."""
+    container = study.site.container
+    if container is None or not container.base_image:
+        return None
+    release = Path(container.base_image).name.removesuffix(".sif")
+    known = f"; known issues: {container.known_issues}" if container.known_issues else ""
+    return f"Image base: {release}{known}."
+
+
+def fabric_line(study: Study, plan: list[PlannedRun]) -> str | None:
+    """How the multi-node runs' collectives must travel and what the preflight proves of it."""
+    if not any(run.nodes > 1 for run in plan):
+        return None
+    fabric = study.site.fabric
+    how = "every node's Ray in one job step" if study.site.launch.kind == "ray-srun" else "one host"
+    return (
+        f"Collectives across nodes: {fabric.library} over {fabric.transport} ({how}); each run records its "
+        f"transport per node, a run over another is invalid for scaling. The preflight's all-reduce of "
+        f"{fabric.collective_megabytes:g} MB across two nodes must show {fabric.transport} and at least "
+        f"{fabric.bandwidth_floor_gb_per_s:g} GB/s of bus bandwidth within {fabric.collective_timeout_seconds:g} s."
+    )
+
+
 def build_line(study: Study) -> str | None:
     """The image build job as sbatch gets it (study.plan.build_resources), or None without one."""
     from rlvr_scaling.study.plan import build_resources

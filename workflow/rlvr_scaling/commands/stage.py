@@ -20,11 +20,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.plan_view import (
         build_line,
         datasets_line,
+        fabric_line,
         lock_line,
         memory_table,
         plan_records,
         plan_table,
         preflight_line,
+        release_line,
         results_line,
         site_note,
         sweep_savings,
@@ -48,8 +50,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(budget_line(study_cost(study, plan, root)))
         for line in memory_table(study, plan, root):
             print(line)
-        if line := build_line(study):
-            print(line)
+        for line in (release_line(study), build_line(study), fabric_line(study, plan)):
+            if line:
+                print(line)
         print(preflight_line(study, plan))
         print(results_line(study, Path(args.root)))
         if line := lock_line(study):

@@ -37,14 +37,15 @@ def nccl_debug_environment(record_dir: str) -> dict[str, str]:
     }
 
 
-# (pattern, transport) in the order they decide: a provider line is more precise than the network's name.
-_NCCL_LINES = (
-    (re.compile(r"NET/OFI Selected [Pp]rovider is (\S+)"), "ofi-{0}"),
-    (re.compile(r"NET/IB ?: Using"), "ib"),
-    (re.compile(r"NET/Socket ?: Using"), "socket"),
-    (re.compile(r"Using network (IB|Socket)\b"), "{0}"),
-)
-_NETWORK_NAMES = {"IB": "ib", "Socket": "socket"}
+# RCCL's (and NCCL's) own lines: "Using network <name>" names the network the communicator took (its
+# IB or Socket transport, or a plugin: aws-ofi-nccl 1.20.0 calls itself "Libfabric", older builds "AWS
+# Libfabric"); the plugin's "NET/OFI Selected provider is <p>" names libfabric's provider (ROCm/rccl
+# src/init.cc; aws/aws-ofi-nccl src/nccl_ofi_net.cpp).
+USING_NETWORK = re.compile(r"Using network (.+?)\s*$")
+OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([A-Za-z0-9_]+)")
+OWN_TRANSPORTS = {"ib": "ib", "socket": "socket"}
+# Without "Using network" (an older build, or output cut short): the transports' own start lines.
+TRANSPORT_LINES = ((re.compile(r"NET/IB ?: Using"), "ib"), (re.compile(r"NET/Socket ?: Using"), "socket"))
 
 
 def node_name() -> str:
@@ -54,16 +55,24 @@ def node_name() -> str:
 def nccl_transport(lines: Iterable[str]) -> tuple[str | None, str | None]:
     """The transport NCCL/RCCL chose, as `ofi-<provider>`, `ib` or `socket`, and the line that says
     so; (None, None) when the output holds none of them (NCCL_DEBUG not at INFO, or no communicator)."""
-    found: dict[int, tuple[str, str]] = {}
+    network = provider = fallback = None
     for line in lines:
-        for rank, (pattern, name) in enumerate(_NCCL_LINES):
-            match = pattern.search(line)
-            if match and rank not in found:
-                value = name.format(*match.groups())
-                found[rank] = (_NETWORK_NAMES.get(value, value).lower(), line.strip()[-300:])
-    if not found:
-        return None, None
-    return found[min(found)]
+        if network is None and (match := USING_NETWORK.search(line)):
+            network = (match[1].strip(), line.strip()[-300:])
+        if provider is None and (match := OFI_PROVIDER.search(line)):
+            provider = (match[1].lower(), line.strip()[-300:])
+        for pattern, name in TRANSPORT_LINES:
+            if fallback is None and pattern.search(line):
+                fallback = (name, line.strip()[-300:])
+    if network is not None:
+        name, line = network
+        if name.lower() in OWN_TRANSPORTS:
+            return OWN_TRANSPORTS[name.lower()], line
+        # A plugin: libfabric's provider where it said, else the plugin's own name.
+        return (f"ofi-{provider[0]}", provider[1]) if provider else (re.sub(r"\W+", "-", name.lower()), line)
+    if provider is not None:
+        return f"ofi-{provider[0]}", provider[1]
+    return fallback if fallback else (None, None)
 
 
 def _socket_inodes() -> set[str]:
@@ -126,11 +135,11 @@ def judge(expected: str, transports: dict[str, str | None], nodes: int) -> tuple
         return True, f"one node: not judged (collectives stay within the node); recorded: {seen or 'nothing'}"
     if not transports:
         return False, f"no node recorded its collectives' transport; the site expects {expected} (fabric.transport)"
-    wrong = {node: t for node, t in transports.items() if t != expected}
-    if wrong:
-        named = ", ".join(f"{t or 'no transport recorded'} on {node}" for node, t in sorted(wrong.items()))
-        return False, (
-            f"collectives over {named}; the site expects {expected} (fabric.transport): "
-            "not a measurement of the site's scaling"
-        )
+    wrong = ", ".join(f"{t} on {node}" for node, t in sorted(transports.items()) if t and t != expected)
+    missing = ", ".join(node for node, t in sorted(transports.items()) if not t)
+    if wrong or missing:
+        found = [f"collectives over {wrong}"] if wrong else []
+        found += [f"no transport recorded on {missing}"] if missing else []
+        verdict = "not a measurement of the site's scaling"
+        return False, f"{'; '.join(found)}; the site expects {expected} (fabric.transport): {verdict}"
     return True, f"{expected} on every node: {seen}"

@@ -58,7 +58,8 @@ def judge(study: Study, record: dict[str, Any]) -> list[str]:
         problems.append(f"the all-reduce across nodes {nodes} gave wrong sums")
     bandwidth = record.get("bus_bandwidth_gb_per_s")
     if bandwidth is None or bandwidth < fabric.bandwidth_floor_gb_per_s:
-        shown = "not measurable" if bandwidth is None else f"{bandwidth:.3g} GB/s"
+        # Four figures: never rounded up to the floor it is under.
+        shown = "not measurable" if bandwidth is None else f"{bandwidth:.4g} GB/s"
         problems.append(
             f"the all-reduce's bus bandwidth across nodes {nodes} is {shown}, under the site's floor of "
             f"{fabric.bandwidth_floor_gb_per_s:g} GB/s (fabric.bandwidth_floor_gb_per_s)"

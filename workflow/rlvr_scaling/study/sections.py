@@ -120,6 +120,7 @@ class Storage(Section):
 @dataclass(frozen=True)
 class Container(Section):
     base_image: str = ""
+    known_issues: str | None = None  # of the base's release, and what the site does about them
     definition: str = ""  # the template: a .def.in (build: definition) or .sh.in (build: venv-squashfs)
     binds: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)  # shell commands run before the runtime (module load)

@@ -1,0 +1,235 @@
+"""Across nodes: which transport a run's collectives used, read from the library's own lines, judged
+against the site's `fabric`, on job.json and in the summary; the preflight collective's verdict and
+its bus bandwidth. The lines below are the format strings of ROCm/rccl (src/init.cc,
+src/transport/net_socket.cc, net_ib.cc) and aws-ofi-nccl 1.20.0 (src/nccl_ofi_net.cpp) as printed.
+
+The preflight collective runs for real on the local site in the demo (test_local_study reads its
+record) and through the Slurm cluster's one-step launcher with Gloo (test_slurm, test_apptainer)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rlvr_scaling import paths
+from rlvr_scaling.analysis.per_run.summary import summarize_run, transport_check
+from rlvr_scaling.engines import fabric
+from rlvr_scaling.execution.fabric_record import transport_record
+from rlvr_scaling.execution.preflight_collective import bus_bandwidth_gb_per_s, judge
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.plan import build_plan, known_runs
+
+from .study_runs import QWEN3_8B_CONFIG, SITE, STUDY_SETS, write_run
+
+CXI = [
+    "nid005001:1234:1234 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.20.0",
+    "nid005001:1234:1234 [0] NCCL INFO NET/OFI Selected provider is cxi, fabric is cxi (found 4 nics)",
+    "nid005001:1234:1234 [0] NCCL INFO Using network Libfabric",
+]
+SOCKET_FALLBACK = [
+    "nid005002:99:99 [0] NCCL INFO NET/OFI aws-ofi-nccl initialization failed",
+    "nid005002:99:99 [0] NCCL INFO NET/Socket : Using [0]hsn0:10.253.1.2<0> [1]hsn1:10.253.1.3<0>",
+    "nid005002:99:99 [0] NCCL INFO Using network Socket",
+]
+IB = [
+    "gpu01:7:7 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>",
+    "gpu01:7:7 [0] NCCL INFO Using network IB",
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "transport", "shown"),
+    [
+        (CXI, "ofi-cxi", "Selected provider is cxi"),
+        (SOCKET_FALLBACK, "socket", "Using network Socket"),
+        (IB, "ib", "Using network IB"),
+        # An older plugin calls itself "AWS Libfabric"; the provider line decides all the same.
+        ([CXI[1], "x NCCL INFO Using network AWS Libfabric"], "ofi-cxi", "provider is cxi"),
+        # No "Using network" line (output cut short): the transport's own start line.
+        (SOCKET_FALLBACK[:2], "socket", "NET/Socket : Using"),
+        (["x NCCL INFO Bootstrap : Using hsn0:10.253.1.2<0>"], None, None),  # bootstrap only: not the data path
+    ],
+    ids=["cxi", "socket-fallback", "ib", "aws-libfabric-name", "no-network-line", "bootstrap-only"],
+)
+def test_the_transport_is_the_one_the_library_names(lines: list[str], transport: str | None, shown: str | None) -> None:
+    found, line = fabric.nccl_transport(lines)
+    assert found == transport
+    assert (line is None) if shown is None else (shown in line)
+
+
+def test_a_multi_node_run_over_another_transport_is_invalid_in_one_line_naming_both() -> None:
+    valid, detail = fabric.judge("ofi-cxi", {"nid005001": "ofi-cxi", "nid005002": "socket"}, nodes=2)
+    assert not valid
+    assert detail == (
+        "collectives over socket on nid005002; the site expects ofi-cxi (fabric.transport): "
+        "not a measurement of the site's scaling"
+    )
+    assert "\n" not in detail
+    # A node that recorded nothing is named as such; so is a run with no record at all.
+    valid, detail = fabric.judge("ofi-cxi", {"nid005001": "ofi-cxi", "nid005002": None}, nodes=2)
+    assert not valid and "no transport recorded on nid005002" in detail
+    assert fabric.judge("tcp", {}, nodes=2)[0] is False
+    assert fabric.judge("ofi-cxi", {"nid005001": "ofi-cxi", "nid005002": "ofi-cxi"}, nodes=2)[0] is True
+    # One node: the collectives stay within it, whatever network the library initialised.
+    assert fabric.judge("ofi-cxi", {"nid005001": "socket"}, nodes=1)[0] is True
+
+
+def _plant(record_dir: Path, node: str, host: str, pid: int, lines: list[str]) -> None:
+    record_dir.mkdir(parents=True, exist_ok=True)
+    (record_dir / f"nccl-{host}-{pid}.log").write_text("\n".join(lines) + "\n")
+    event = {"event": "collectives", "host": host, "pid": pid, "node": node, "backend": "cpu:gloo,cuda:nccl"}
+    with (record_dir / f"{host}-{pid}.jsonl").open("a") as handle:
+        handle.write(json.dumps(event) + "\n")
+
+
+def test_job_json_names_each_nodes_transport_from_its_processes_files(tmp_path: Path) -> None:
+    lumi = load_study(site="lumi")
+    _plant(tmp_path, "nid005001", "nid005001", 11, CXI)
+    _plant(tmp_path, "nid005001", "nid005001", 12, CXI)
+    _plant(tmp_path, "nid005002", "nid005002", 21, SOCKET_FALLBACK)
+    record = transport_record(lumi, 2, tmp_path, ["nid005001", "nid005002"])
+    assert record["expected"] == {"library": "rccl", "transport": "ofi-cxi"}
+    assert record["nodes"]["nid005001"]["transport"] == "ofi-cxi" and record["nodes"]["nid005001"]["processes"] == 2
+    assert record["nodes"]["nid005002"]["transport"] == "socket"
+    assert "Using network Socket" in record["nodes"]["nid005002"]["evidence"]
+    assert record["valid_for_scaling"] is False and "socket on nid005002" in record["detail"]
+    # A node of the job whose processes wrote nothing is on the record as such.
+    shutil.rmtree(tmp_path)
+    _plant(tmp_path, "nid005001", "nid005001", 11, CXI)
+    record = transport_record(lumi, 2, tmp_path, ["nid005001", "nid005002"])
+    assert record["nodes"]["nid005002"] == {"transport": None, "processes": 0, "evidence": None}
+    assert record["valid_for_scaling"] is False
+
+
+def test_a_node_with_processes_on_two_transports_is_not_taken_for_the_fabric(tmp_path: Path) -> None:
+    lumi = load_study(site="lumi")
+    _plant(tmp_path, "nid005001", "nid005001", 11, CXI)
+    _plant(tmp_path, "nid005001", "nid005001", 12, SOCKET_FALLBACK)
+    _plant(tmp_path, "nid005002", "nid005002", 21, CXI)
+    record = transport_record(lumi, 2, tmp_path, ["nid005001", "nid005002"])
+    assert record["nodes"]["nid005001"]["transport"] == "ofi-cxi+socket"
+    assert record["valid_for_scaling"] is False
+
+
+def test_gloo_is_recorded_from_the_connections_its_group_opened(tmp_path: Path) -> None:
+    local = load_study()
+    for node, pid in (("group-0", 1), ("group-1", 2)):
+        gloo = fabric.gloo_transport(set(), {("192.0.2.2:4000", f"192.0.2.2:{4000 + pid}")})
+        event = {"event": "collectives", "host": "vm", "pid": pid, "node": node, "backend": "gloo", "gloo": gloo}
+        (tmp_path / f"vm-{pid}.jsonl").write_text(json.dumps(event) + "\n")
+    record = transport_record(local, 2, tmp_path)
+    assert {n: r["transport"] for n, r in record["nodes"].items()} == {"group-0": "tcp", "group-1": "tcp"}
+    assert "local 192.0.2.2" in record["nodes"]["group-0"]["evidence"]
+    assert record["valid_for_scaling"] is True
+
+
+def test_this_processes_tcp_connections_are_read_from_proc() -> None:
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        before = fabric.tcp_connections()
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        try:
+            opened = fabric.tcp_connections() - before
+            port = server.getsockname()[1]
+            # Both ends are this process's: the client's and the accepted one.
+            assert (client.getsockname()[0] + f":{client.getsockname()[1]}", f"127.0.0.1:{port}") in opened
+            assert len(opened) == 2
+        finally:
+            client.close()
+            accepted.close()
+
+
+@pytest.fixture(scope="module")
+def two_node_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A LUMI two-node run's folder as the launcher leaves it, without a fabric record (as before it)."""
+    root = tmp_path_factory.mktemp("two-node")
+    study = load_study(paths.DEFAULT_CONFIG, sets=STUDY_SETS, site=SITE)
+    model = paths.model_dir(root, study.site_name)
+    model.mkdir(parents=True)
+    (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
+    run = next(r for r in known_runs(build_plan(study, root=root)) if r.nodes == 2)
+    return write_run(study, run, root, jitter=0.0).run_dir
+
+
+def test_a_run_over_sockets_never_counts_as_a_measurement() -> None:
+    record = {
+        "expected": {"library": "rccl", "transport": "ofi-cxi"},
+        "nodes": {"nid005001": {"transport": "ofi-cxi"}, "nid005002": {"transport": "socket"}},
+        # What the launcher concluded is not trusted: the summary judges the recorded transports again.
+        "valid_for_scaling": True,
+    }
+    check = transport_check({"nodes": 2}, {"fabric": record})
+    assert check is not None and check.name == "fabric" and not check.passed
+    assert "socket on nid005002" in check.detail and "ofi-cxi" in check.detail
+    record["nodes"]["nid005002"]["transport"] = "ofi-cxi"
+    assert transport_check({"nodes": 2}, {"fabric": record}).passed
+    # A run whose launcher recorded no fabric (imported, or older) is not judged on it.
+    assert transport_check({"nodes": 2}, {}) is None
+
+
+def test_the_summary_of_a_two_node_run_over_sockets_is_invalid(two_node_run: Path, tmp_path: Path) -> None:
+    two = tmp_path / two_node_run.name
+    shutil.copytree(two_node_run, two)
+    assert summarize_run(two).valid  # the fabricated run as it is: no fabric on record
+    job = json.loads((two / "job.json").read_text())
+    job["fabric"] = {
+        "expected": {"library": "rccl", "transport": "ofi-cxi"},
+        "nodes": {"a": {"transport": "ofi-cxi"}, "b": {"transport": "socket"}},
+    }
+    (two / "job.json").write_text(json.dumps(job))
+    summary = summarize_run(two)
+    assert not summary.valid
+    [failed] = [c for c in summary.checks if not c.passed]
+    assert failed.name == "fabric" and "socket on b" in failed.detail
+
+
+def test_bus_bandwidth_counts_the_slowest_rank_and_the_median_iteration() -> None:
+    # 4 ranks, 1e9 bytes; per iteration the slowest rank: 0.5, 1.0, 0.25 s -> median 0.5 s.
+    seconds = [[0.5, 0.2, 0.25], [0.1, 1.0, 0.1], [0.3, 0.3, 0.2], [0.4, 0.4, 0.1]]
+    expected = 1e9 / 0.5 * 2 * 3 / 4 / 1e9  # 3.0 GB/s, as rccl-tests count an all-reduce's bus bandwidth
+    assert bus_bandwidth_gb_per_s(int(1e9), 4, seconds) == pytest.approx(expected) == pytest.approx(3.0)
+    assert bus_bandwidth_gb_per_s(int(1e9), 2, [[0.0], [0.0]]) is None
+
+
+def _collective(transport: str, bandwidth: float | None, finished: bool = True) -> dict:
+    return {
+        "nodes": ["nid005001", "nid005002"],
+        "finished": finished,
+        "stage": "the process group's initialisation, the new group and its all-reduces",
+        "log_dir": "/scratch/x/results/preflight/collective",
+        "sums_right": True,
+        "bus_bandwidth_gb_per_s": bandwidth,
+        "transport": {
+            "valid_for_scaling": transport == "ofi-cxi",
+            "detail": fabric.judge("ofi-cxi", {"nid005001": "ofi-cxi", "nid005002": transport}, 2)[1],
+        },
+    }
+
+
+def test_the_preflight_collective_fails_in_one_line_for_each_reason() -> None:
+    lumi = load_study(site="lumi")
+    assert judge(lumi, _collective("ofi-cxi", 88.0)) == []
+    # Exactly at the floor passes; just under does not.
+    assert judge(lumi, _collective("ofi-cxi", 20.0)) == []
+    [under] = judge(lumi, _collective("ofi-cxi", 19.99))
+    assert under == (
+        "the all-reduce's bus bandwidth across nodes nid005001, nid005002 is 19.99 GB/s, under the site's floor "
+        "of 20 GB/s (fabric.bandwidth_floor_gb_per_s)"
+    )
+    [wrong] = judge(lumi, _collective("socket", 88.0))
+    assert wrong == (
+        "the all-reduce across nodes nid005001, nid005002: collectives over socket on nid005002; the site "
+        "expects ofi-cxi (fabric.transport): not a measurement of the site's scaling"
+    )
+    [hung] = judge(lumi, _collective("ofi-cxi", None, finished=False))
+    assert hung.startswith(
+        "the all-reduce across nodes nid005001, nid005002 on a new process group did not finish within 900 s "
+        "(fabric.collective_timeout_seconds): stopped in the process group's initialisation"
+    )
+    assert all("\n" not in line for line in (under, wrong, hung))
