@@ -50,7 +50,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(line)
         if line := build_line(study):
             print(line)
-        print(preflight_line(study, plan))
+        print(preflight_line(study, plan, root, cost_of))
         print(results_line(study, Path(args.root)))
         if line := lock_line(study):
             print(line)
