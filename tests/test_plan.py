@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
-from rlvr_scaling import paths
+from rlvr_scaling import cli, paths
 from rlvr_scaling.errors import ConfigError
-from rlvr_scaling.plan_view import memory_table, plan_records
+from rlvr_scaling.plan_view import memory_table, plan_records, preflight_line
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import RESOURCE_NAMES, PendingRun, Run, build_plan, known_runs
 
@@ -282,3 +284,26 @@ def test_plan_says_whether_the_base_image_is_on_this_machine(tmp_path: Path, mon
     here.write_bytes(b"sif")
     present = edited(study, site={"container": {"base_image": str(here)}})
     assert f"its base {here} is here" in build_line(present)
+
+
+def test_plan_prints_the_smokes_run_and_node_hours_beside_the_studys(tmp_path: Path) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["plan", "--site", "lumi", "--root", str(tmp_path), *[f"--set={s}" for s in PUBLISHED]]) == 0
+    [line] = [text for text in out.getvalue().splitlines() if text.startswith("Preflight")]
+    study = load_study(site="lumi", sets=PUBLISHED)
+    plan = build_plan(study, root=tmp_path)
+    # The smoke's run: the two-node DAPO run of the fewest prompts (tests/test_preflight.py: why that one).
+    run = min((r for r in known_runs(plan) if r.dataset == "dapo_math" and r.nodes == 2), key=lambda r: r.prompts)
+    # Its start-up on two nodes (one doubling) and two steps at its step estimate, on the preflight's two nodes.
+    estimate = study.config.estimate
+    minutes = estimate.startup_minutes + estimate.startup_minutes_per_doubling + 2 * run.estimate["step_seconds"] / 60
+    study_hours = sum(r.node_hours for r in known_runs(plan))
+    assert f"2 node(s), up to 70 min on small-g (at most {2 * 70 / 60:.2f} node-hours)" in line
+    assert f"2 steps of {run.run_id} on 2 node(s)" in line and "Megatron DP 2" in line
+    assert f"about {minutes:.0f} min, {2 * minutes / 60:.2f} node-hours of its 2 node(s)" in line
+    assert f"beside the study's {study_hours:.1f}." in line
+    # 70 minutes hold it even when the checks before it take their longest (half the limit); 40 do not.
+    assert "raise slurm.preflight_minutes" not in line
+    shorter = edited(study, site={"slurm": {"preflight_minutes": 40}})
+    assert "raise slurm.preflight_minutes" in preflight_line(shorter, plan, tmp_path)

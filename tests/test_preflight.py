@@ -14,6 +14,7 @@ import pytest
 from rlvr_scaling.analysis.across_runs.selection_io import read_selections
 from rlvr_scaling.execution.engine_smoke import run_smoke, smoke_run
 from rlvr_scaling.execution.preflight import check, engine_modules, preflight_nodes, runs_to_check
+from rlvr_scaling.plan_view import memory_record
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan
 
@@ -83,29 +84,86 @@ def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     assert record["engine_smoke"] == {"ran": False, "reason": "an earlier check failed"}
 
 
-def test_the_smoke_takes_the_smallest_one_node_run_cut_to_its_steps() -> None:
+def _training_dp(study, run) -> int:
+    """Megatron's data-parallel size, from the study's parallel settings: world size / (TP x PP)."""
+    training = study.config.parallel.training
+    return run.nodes * run.gpus_per_node // (training.tensor_parallel * training.pipeline_parallel)
+
+
+def _peak(study, run, root: Path) -> float:
+    """A run's memory peak per GPU as `plan --json` records its budget."""
+    budget = memory_record(study, run, root)
+    return max(budget["generation_peak_gb"], budget["training_peak_gb"])
+
+
+def test_the_smoke_takes_the_hardest_run_of_the_preflights_nodes_cut_to_its_steps(tmp_path: Path) -> None:
     study = load_study(site="lumi", sets=["selection.gsm8k=100", "selection.dapo_math=10"])
-    plan = [r for r in build_plan(study, selection={"gsm8k": 100, "dapo_math": 10}, root=Path("/s")) if r.verl_args]
-    run = smoke_run(plan, 2)
-    # The published workloads (docs/study.md): GSM8K's responses (1024) are shorter than DAPO's
-    # (8192), and its one-node run has 100 prompts.
-    assert run is not None and run.nodes == 1 and run.dataset == "gsm8k"
-    assert run.max_response_length == 1024 and run.prompts == 100
+    plan = [r for r in build_plan(study, selection={"gsm8k": 100, "dapo_math": 10}, root=tmp_path) if r.verl_args]
+    nodes = preflight_nodes(study, plan)
+    assert nodes == 2  # a Slurm site with multi-node runs
+    smoke = smoke_run(study, plan, 2, tmp_path, max_nodes=nodes)
+    assert smoke is not None
+    run = smoke.run
+    # By hand, from each candidate's memory budget record: of the runs the two nodes hold, those of
+    # DP above one, and of those the highest peak; of equal peaks, the fewest prompts (cheapest smoke).
+    candidates = [r for r in plan if r.nodes <= nodes]
+    replicated = [r for r in candidates if _training_dp(study, r) > 1]
+    peaks = {r.run_id: _peak(study, r, tmp_path) for r in candidates}
+    top = max(peaks[r.run_id] for r in replicated)
+    expected = min((r for r in replicated if peaks[r.run_id] == top), key=lambda r: r.prompts)
+    assert smoke.of_run == expected.run_id
+    # The published workloads: DAPO's (8192-token responses, vLLM's 0.6 share, offload and recompute) on
+    # two nodes, Megatron TP 8 over 16 GCDs: DP 2.
+    assert run.dataset == "dapo_math" and run.nodes == 2 and run.max_response_length == 8192 and run.prompts == 20
+    assert _training_dp(study, run) == 2 and "trainer.nnodes=2" in run.verl_args
+    assert f"training peak {top:g} GB of the cap 67.35 GB" in smoke.because and "Megatron DP 2" in smoke.because
+    # A one-node run (DP 1, its optimizer unsharded) peaks higher: the record names it, passed over.
+    overall = max(candidates, key=lambda r: (peaks[r.run_id], r.run_id))
+    assert peaks[overall.run_id] > top and _training_dp(study, overall) == 1
+    assert f"peaks higher, {peaks[overall.run_id]:g} GB, at DP 1" in smoke.because
+    # Cut to its steps; its estimate the run's start-up on two nodes and two of its steps.
     assert "trainer.total_training_steps=2" in run.verl_args and "trainer.total_epochs=2" in run.verl_args
     assert not any(a.startswith("trainer.total_training_steps=20") for a in run.verl_args)
     assert run.run_id.endswith("-engine-smoke") and f"trainer.experiment_name={run.run_id}" in run.verl_args
+    estimate = study.config.estimate
+    startup = estimate.startup_minutes + estimate.startup_minutes_per_doubling  # one doubling: two nodes
+    assert smoke.minutes == pytest.approx(startup + 2 * expected.estimate["step_seconds"] / 60, abs=0.01)
     # Every other argument is the run's own: its engines, parallelism, model, data.
-    original = next(r for r in plan if r.run_id == run.run_id.removesuffix("-engine-smoke"))
-    assert set(original.verl_args) - set(run.verl_args) == {
+    assert set(expected.verl_args) - set(run.verl_args) == {
         a
-        for a in original.verl_args
+        for a in expected.verl_args
         if a.startswith(("trainer.total_training_steps=", "trainer.total_epochs=", "trainer.experiment_name="))
     }
-    multi = [r for r in plan if r.nodes > 1]
-    assert smoke_run(plan, 0) is None and smoke_run(multi, 2) is None
+    assert smoke_run(study, plan, 0, tmp_path, max_nodes=2) is None
+    # Within one node (a preflight outside Slurm): no run of DP above one, the highest peak.
+    one = smoke_run(study, plan, 2, tmp_path, max_nodes=1)
+    assert one is not None and one.run.nodes == 1 and one.run.dataset == "dapo_math"
+    assert "no run of at most 1 node(s) has DP above 1" in one.because
+    assert _peak(study, one.run, tmp_path) == max(peaks[r.run_id] for r in candidates if r.nodes == 1)
+
+
+def test_without_a_memory_budget_the_smoke_takes_the_smallest_one_node_run(tmp_path: Path) -> None:
+    # The local site runs the CPU engine: no GPU memory to budget, the runs cannot be ranked by it.
+    study = load_study()
+    plan = [r for r in build_plan(study, selection={"gsm8k": 2, "dapo_math": 2}, root=tmp_path) if r.verl_args]
+    assert memory_record(study, plan[0], tmp_path)["computed"] is False
+    smoke = smoke_run(study, plan, 2, tmp_path, max_nodes=2)
+    one_node = [r for r in plan if r.nodes == 1]
+    expected = min(one_node, key=lambda r: (r.max_response_length, r.prompts, r.run_id))
+    assert smoke is not None and smoke.of_run == expected.run_id and smoke.run.nodes == 1
+    assert "smallest one-node run" in smoke.because and "runs the CPU engine" in smoke.because
     # A study of multi-node runs only: its smallest run that fits the preflight's two nodes.
-    two = smoke_run(multi, 2, max_nodes=2)
-    assert two is not None and two.nodes == 2 and two.dataset == "gsm8k" and "trainer.nnodes=2" in two.verl_args
+    multi = [r for r in plan if r.nodes > 1]
+    assert smoke_run(study, multi, 2, tmp_path) is None
+    two = smoke_run(study, multi, 2, tmp_path, max_nodes=2)
+    assert two is not None and two.run.nodes == 2 and "trainer.nnodes=2" in two.run.verl_args
+    assert two.run.max_response_length == min(r.max_response_length for r in multi)
+    # A GPU site whose model has no shape to budget keeps the smallest one-node run too.
+    unknown = load_study(site="lumi", sets=["selection.gsm8k=100", "selection.dapo_math=10", "model.name=nobody/none"])
+    runs = [r for r in build_plan(unknown, root=tmp_path) if r.verl_args]
+    blind = smoke_run(unknown, runs, 2, tmp_path, max_nodes=2)
+    assert blind is not None and blind.run.dataset == "gsm8k" and blind.run.nodes == 1 and blind.run.prompts == 100
+    assert "no config.json for nobody/none" in blind.because
 
 
 @pytest.mark.heavy
@@ -164,10 +222,12 @@ def test_a_passing_smoke_records_its_steps_in_its_own_folder_and_nothing_in_the_
     assert (
         record["steps_asked"] == 2 and len(record["step_seconds"]) == 2 and all(t > 0 for t in record["step_seconds"])
     )
-    # The smallest one-node run (config/sites/local.yaml): gsm8k's responses (16) are shorter than
-    # dapo_math's (32); its fewest prompts is its first sweep point, 2.
+    # The CPU engine has no memory budget: the smallest one-node run (config/sites/local.yaml):
+    # gsm8k's responses (16) are shorter than dapo_math's (32); its fewest prompts is its first sweep
+    # point, 2.
     smallest = min((r for r in plan if r.nodes == 1), key=lambda r: (r.max_response_length, r.prompts, r.run_id))
     assert record["of_run"] == smallest.run_id and smallest.dataset == "gsm8k" and record["prompts"] == 2
+    assert record["chosen_because"].startswith("the smallest one-node run") and "CPU engine" in record["chosen_because"]
     folder = tmp_path / "results" / "preflight" / "local-engine-smoke"
     assert [json.loads(line)["step"] for line in (folder / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert "trainer.total_training_steps=2" in (folder / "command.sh").read_text()

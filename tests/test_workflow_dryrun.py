@@ -100,10 +100,10 @@ def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None
     ).stdout
     counts = job_counts(output)
     assert counts["run"] == 18 and counts["preflight"] == 1
-    # The preflight comes first: every run waits for it; two nodes of small-g, 40 minutes (its
-    # engine smoke loads the model and takes two steps).
+    # The preflight comes first: every run waits for it; two nodes of small-g, 70 minutes (its
+    # engine smoke takes two steps of a two-node DAPO run: config/sites/lumi.yaml has the arithmetic).
     preflight = next(b for b in output.split("\n\n") if "rule preflight:" in b)
-    assert "nodes=2" in preflight and "slurm_partition=small-g" in preflight and "runtime=40" in preflight
+    assert "nodes=2" in preflight and "slurm_partition=small-g" in preflight and "runtime=70" in preflight
     # ...after the image's build, a job of its own.
     assert output.index("rule container_image:") < output.index("rule preflight:")
     assert output.index("rule preflight:") < output.index("rule run:")

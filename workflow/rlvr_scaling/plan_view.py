@@ -274,27 +274,44 @@ def build_line(study: Study) -> str | None:
     )
 
 
-def preflight_line(study: Study, plan: list) -> str:
-    """What the preflight job costs before any run: its nodes and time limit, and its engine smoke."""
+def preflight_line(study: Study, plan: list[PlannedRun], root: Path, cost_of: CostOf | None = None) -> str:
+    """What the preflight job costs before any run: its nodes and time limit, and its engine smoke
+    (which run, why, and its estimated node-hours beside the study's; `cost_of` as plan_table's)."""
+    from rlvr_scaling.analysis.across_runs.selection_io import read_selections
     from rlvr_scaling.execution.engine_smoke import smoke_run
-    from rlvr_scaling.execution.preflight import preflight_nodes
-    from rlvr_scaling.study.plan import Run
+    from rlvr_scaling.execution.preflight import preflight_nodes, runs_to_check, smoke_minutes_at_least
 
     nodes = preflight_nodes(study, plan)
     slurm = study.site.slurm
     where = f" on {slurm.preflight_partition or slurm.partition}" if study.site.scheduler == "slurm" else ""
     steps = study.config.preflight.engine_smoke_steps
-    smoke = smoke_run([run for run in plan if isinstance(run, Run)], steps, nodes)
+    limit = (
+        f"up to {slurm.preflight_minutes} min{where} (at most {nodes * slurm.preflight_minutes / 60:.2f} node-hours)"
+    )
+    head = f"Preflight, before any run: {nodes} node(s), {limit}"
     if not study.site.engine_smoke:
-        what = f"no engine smoke (site '{study.site_name}' runs none: its first run proves as much)"
-    elif smoke is None:
-        what = (
-            "no engine smoke (preflight.engine_smoke_steps is 0)" if steps <= 0 else "no engine smoke (no run to take)"
+        return f"{head}, with no engine smoke (site '{study.site_name}' runs none: its first run proves as much)."
+    # The runs the preflight itself checks and smokes (every selection the sweep may make), not only
+    # the plan's: before the sweep the plan's scaling runs are pending.
+    runs, _ = runs_to_check(study, root, read_selections(root, study))
+    smoke = smoke_run(study, runs, steps, root, max_nodes=nodes)
+    if smoke is None:
+        why = "preflight.engine_smoke_steps is 0" if steps <= 0 else "no run to take"
+        return f"{head}, with no engine smoke ({why})."
+    cost_of = cost_of or (lambda run: run.node_hours)
+    study_hours = sum(cost_of(run) for run in known_runs(plan))
+    line = (
+        f"{head}, with an engine smoke of {steps} steps of {smoke.of_run} on {smoke.run.nodes} node(s) "
+        f"({smoke.because}): about {smoke.minutes:.0f} min, {nodes * smoke.minutes / 60:.2f} node-hours of its "
+        f"{nodes} node(s), beside the study's {study_hours:.1f}."
+    )
+    left = smoke_minutes_at_least(study)
+    if study.site.scheduler == "slurm" and smoke.minutes > left:
+        line += (
+            f" The smoke's estimate is over the {left:.0f} min the time limit leaves it should the checks before it "
+            "take their longest: raise slurm.preflight_minutes."
         )
-    else:
-        original = smoke.run_id.removesuffix("-engine-smoke")
-        what = f"an engine smoke of {steps} steps of {original} on {smoke.nodes} node(s)"
-    return f"Preflight, before any run: {nodes} node(s), up to {slurm.preflight_minutes} min{where}, with {what}."
+    return line
 
 
 def _dataset_label(study: Study, name: str) -> str:

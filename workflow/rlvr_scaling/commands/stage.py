@@ -53,7 +53,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         for line in (release_line(study), build_line(study), fabric_line(study, plan)):
             if line:
                 print(line)
-        print(preflight_line(study, plan))
+        print(preflight_line(study, plan, root, cost_of))
         print(results_line(study, Path(args.root)))
         if line := lock_line(study):
             print(line)

@@ -42,6 +42,9 @@ from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PlannedRun, Run, build_plan, known_runs
 
 PROBE = Path(__file__).with_name("preflight_probe.py")
+# The job's time limit: the checks in the image may take half of it; 5% of it and a minute are kept
+# to file the record; the engine smoke has what is left.
+PROBE_SHARE, RECORD_SHARE, RECORD_SECONDS = 0.5, 0.05, 60.0
 
 
 def engine_modules(study: Study) -> list[str]:
@@ -70,6 +73,11 @@ def multi_node(plan: list[PlannedRun]) -> bool:
 def preflight_nodes(study: Study, plan: list[PlannedRun]) -> int:
     """Two nodes where the study has multi-node runs on a Slurm site: Ray must form across nodes."""
     return 2 if study.site.launch.kind == "ray-srun" and multi_node(plan) else 1
+
+
+def smoke_minutes_at_least(study: Study) -> float:
+    """What the job's time limit leaves the engine smoke when the checks before it take their longest."""
+    return study.site.slurm.preflight_minutes * (1 - PROBE_SHARE - RECORD_SHARE) - RECORD_SECONDS / 60
 
 
 def _probe(
@@ -217,7 +225,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     budget_s = study.site.slurm.preflight_minutes * 60
     engine: dict[str, Any] = {}
     if study.site.container is None or (image is not None and not image_problems):
-        engine, found = _probe(study, root, plan, run_env, timeout_s=budget_s * 0.5)
+        engine, found = _probe(study, root, plan, run_env, timeout_s=budget_s * PROBE_SHARE)
         problems += found
         if "environment" in engine:
             # The record (bundled, published) holds what the runs' records hold: the study's and site's
@@ -235,7 +243,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     smoked: dict[str, Any] = {"ran": False, "reason": "an earlier check failed"}
     if smoke and not problems:
         # What is left of the job's time limit, less a margin to file the record.
-        left_s = budget_s * 0.95 - (time.monotonic() - began) - 60
+        left_s = budget_s * (1 - RECORD_SHARE) - (time.monotonic() - began) - RECORD_SECONDS
         nodes = preflight_nodes(study, plan) if env.get("SLURM_JOB_ID") else 1
         smoked, found = run_smoke(study, plan, root, run_env, timeout_s=max(left_s, 60.0), max_nodes=nodes)
         problems += found

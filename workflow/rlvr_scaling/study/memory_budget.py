@@ -295,7 +295,7 @@ def memory_or_reason(
         rollout_tensor_parallel=rollout.tensor_parallel,
         training_tensor_parallel=training.tensor_parallel,
         pipeline_parallel=training.pipeline_parallel,
-        data_parallel=max(1, nodes * site.hardware.gpus_per_node // training.model_parallel),
+        data_parallel=training.data_parallel(nodes * site.hardware.gpus_per_node),
         token_budget=data.memory.token_budget,
         trajectories_per_engine=trajectories_per_engine,
         max_length=data.max_length,

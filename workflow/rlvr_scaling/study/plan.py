@@ -139,15 +139,19 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
     }
 
 
+def startup_minutes(study: Study, nodes: int) -> float:
+    """A run's estimated start-up. It grows with the node count (image start and model load on every
+    node, Ray joining, engines initialising): a fixed part plus a part per doubling of nodes."""
+    estimate = study.config.estimate
+    return estimate.startup_minutes + estimate.startup_minutes_per_doubling * math.log2(nodes)
+
+
 def _estimate(study: Study, dataset: str, nodes: int, trajectories: int) -> dict[str, float]:
     """A deliberately simple model: step time proportional to trajectories per node."""
     per_trajectory = study.config.datasets[dataset].estimate.seconds_per_trajectory
     estimate = study.config.estimate
     step_s = per_trajectory * trajectories / nodes
-    # Start-up grows with the node count (image start and model load on every node, Ray joining,
-    # engines initialising): a fixed part plus a part per doubling of nodes.
-    startup_min = estimate.startup_minutes + estimate.startup_minutes_per_doubling * math.log2(nodes)
-    runtime_min = startup_min + study.config.algorithm.steps * step_s / 60
+    runtime_min = startup_minutes(study, nodes) + study.config.algorithm.steps * step_s / 60
     limit = max(10, math.ceil(runtime_min * estimate.time_limit_factor))
     longest = study.site.slurm.max_walltime_minutes
     if limit > longest:
@@ -214,7 +218,7 @@ def make_run(
     data = cfg.datasets[dataset]
     gpus = study.site.hardware.gpus_per_node
     trajectories = prompts * n
-    data_parallel = nodes * gpus // cfg.parallel.training.model_parallel
+    data_parallel = cfg.parallel.training.data_parallel(nodes * gpus)
     if trajectories % data_parallel:
         raise ConfigError(
             f"datasets.{dataset}",

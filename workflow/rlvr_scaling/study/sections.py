@@ -249,6 +249,11 @@ class Training(Section):
     def model_parallel(self) -> int:
         return self.tensor_parallel * self.pipeline_parallel
 
+    def data_parallel(self, gpus: int) -> int:
+        """Megatron's data-parallel size over a run's `gpus` (nodes x GPUs per node): its world size over
+        one model replica's tensor x pipeline GPUs (context and expert parallelism are 1 here)."""
+        return max(1, gpus // self.model_parallel)
+
 
 @dataclass(frozen=True)
 class Parallel(Section):
@@ -371,7 +376,7 @@ class Estimate(Section):
 
 @dataclass(frozen=True)
 class Preflight(Section):
-    engine_smoke_steps: int = 2  # steps of the smallest one-node run before any run; 0: none
+    engine_smoke_steps: int = 2  # steps of the engine smoke (execution/engine_smoke.py) before any run; 0: none
 
 
 @dataclass(frozen=True)
