@@ -66,7 +66,7 @@ class Requirement:
 
 def _resolve_python_found() -> bool:
     from rlvr_scaling.errors import StudyError
-    from rlvr_scaling.inputs.resolve_check import find_python
+    from rlvr_scaling.inputs.base_packages import find_python
 
     try:
         find_python((3, 12))

@@ -17,7 +17,8 @@ from rlvr_scaling.paths import CONFIG_SCHEMA, DEFAULT_CONFIG, SITE_SCHEMA, SITES
 from rlvr_scaling.plan_view import plan_table
 from rlvr_scaling.study.config import load_site, load_study, read_value, typed_command_line
 from rlvr_scaling.study.plan import build_plan
-from rlvr_scaling.study.sections import Section, Site, StudyConfig
+from rlvr_scaling.study.section_base import Section
+from rlvr_scaling.study.sections import Site, StudyConfig
 
 from .conftest import PYTHON, REPO
 

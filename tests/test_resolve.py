@@ -13,20 +13,15 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.inputs.base_packages import BasePackages, Verdict, kept_pattern, read_base_packages
+from rlvr_scaling.inputs.kept_requirements import kept_requirements, requires_snapshot, write_requires
 from rlvr_scaling.inputs.resolve_check import (
-    BasePackages,
-    Verdict,
     judge,
-    kept_pattern,
-    kept_requirements,
     name_conflicts,
     pip_check_after,
-    read_base_packages,
     requirements_on,
-    requires_snapshot,
     resolve_check,
     verdict_text,
-    write_requires,
 )
 from rlvr_scaling.study.config import load_study
 

@@ -26,171 +26,42 @@ extension means nvcc).
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.errors import ConfigError
+from rlvr_scaling.inputs.base_packages import (
+    CUDA_SIDE,
+    BasePackages,
+    Verdict,
+    base_file_of,
+    find_python,
+    kept_of,
+    normalized,
+    pip_environment,
+    read_base_packages,
+    stub_environment,
+)
+from rlvr_scaling.inputs.kept_requirements import (
+    kept_requirements,
+    requirement_name,
+    requires_snapshot,
+)
 from rlvr_scaling.study.config import Study
-from rlvr_scaling.study.image_identity import ADD_VERL
 
-PYTHON_LINE = re.compile(r"^#\s*python\s+(\d+)\.(\d+)(?:\.\d+)?\s*$")
-KEEP_LINE = re.compile(r"^keep='(.+)'$", re.MULTILINE)
 # Packages published only as source that build without an accelerator toolchain (pure Python).
 PURE_PYTHON_SOURCES = {
     "antlr4-python3-runtime": "hydra-core's parser runtime, pure Python, published only as a source archive",
 }
-# On a ROCm base these are CUDA builds or need one (nvcc, CUDA libraries): none can sit on it.
-CUDA_SIDE = re.compile(
-    r"^(nvidia-.*|cupy.*|cuda-.*|flashinfer.*|triton|flash-attn|transformer-engine.*|fast-hadamard-transform"
-    r"|mamba-ssm|causal-conv1d|apex|deep-ep)$"
-)
-# The CUDA build's own requirements in a kept package's published metadata, which its ROCm build does
-# not have: vLLM's requirements/cuda.txt (after common.txt: the CUDA wheel's torch pins, FlashInfer,
-# CUTLASS DSL...; numba, in both cuda.txt and rocm.txt, stays). Names as the 0.22.1 wheel lists them.
-CUDA_BUILD_REQUIREMENTS = {
-    "vllm": frozenset(
-        {
-            "torch", "torchaudio", "torchvision", "flashinfer-python", "flashinfer-cubin", "apache-tvm-ffi",
-            "tilelang", "nvidia-cudnn-frontend", "fastsafetensors", "nvidia-cutlass-dsl", "quack-kernels",
-            "tokenspeed-mla", "humming-kernels",
-        }
-    ),
-}  # fmt: skip
-REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # pip check's line for a requirement an installed version does not meet.
 PIP_CHECK_CONFLICT = re.compile(r"^(\S+) (\S+) has requirement (.+), but you have (\S+) (\S+)\.$", re.MULTILINE)
-# The base's packages that the build keeps and that everything added must fit: a base list without
-# one of them is refused.
-REQUIRED_BASE_PACKAGES = ("torch", "numpy")
-# Where this machine's pip configuration would add indexes, wheel folders or constraints of its own.
-PIP_SETTINGS = ("PIP_CONFIG_FILE", "PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONSTRAINT")
-
-
-def normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-@dataclass
-class BasePackages:
-    path: Path
-    python: tuple[int, int]
-    versions: dict[str, str]  # normalized name -> version
-
-    @property
-    def rocm(self) -> bool:
-        return "rocm" in self.versions.get("torch", "")
-
-
-@dataclass
-class Verdict:
-    site: str
-    base: str
-    python: str
-    requested: list[str]
-    kept: dict[str, str]
-    adds: list[dict[str, str]] = field(default_factory=list)
-    upgrades: list[dict[str, str]] = field(default_factory=list)  # base packages pip would replace
-    problems: list[str] = field(default_factory=list)
-    # Per kept package: where its requirements came from (the wheel's URL and sha256 on the index, via
-    # the snapshot file), the lines honoured and those dropped as the CUDA build's, or why there are none.
-    requirements: dict[str, dict[str, Any]] = field(default_factory=dict)
-    snapshot: str | None = None
-    notes: list[str] = field(default_factory=list)  # what was judged and needs no change
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "ok": self.ok}
-
-
-def read_base_packages(path: Path) -> BasePackages:
-    """A `pip list --format=freeze` file with a `# python X.Y[.Z]` line for the base's Python."""
-    python = None
-    versions = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        match = PYTHON_LINE.match(line.strip())
-        if match:
-            python = (int(match.group(1)), int(match.group(2)))
-        text = line.split("#", 1)[0].strip()
-        if not text:
-            continue
-        name, sep, version = text.partition("==")
-        if not sep or not name.strip() or not version.strip():
-            raise ConfigError("container.base_packages", f"{path}:{number}: {text}", "NAME==VERSION lines")
-        versions[normalized(name.strip())] = version.strip()
-    if python is None:
-        raise ConfigError("container.base_packages", str(path), "a '# python X.Y' line naming the base's Python")
-    # What the build keeps and every other package is resolved against: without their versions pip
-    # would pick its own (a numpy 1.x base under a numpy 2 resolve fails inside the build job).
-    missing = [name for name in REQUIRED_BASE_PACKAGES if name not in versions]
-    if missing:
-        raise ConfigError(
-            "container.base_packages",
-            str(path),
-            f"a line NAME==VERSION for each of {', '.join(REQUIRED_BASE_PACKAGES)} (missing: {', '.join(missing)}): "
-            "the base's own `pip list --format=freeze`",
-        )
-    return BasePackages(path, python, versions)
-
-
-def kept_pattern() -> re.Pattern[str]:
-    """add-verl.sh's own pattern of what the base keeps (`keep=` line), as its grep -iE applies it."""
-    match = KEEP_LINE.search((paths.REPO_ROOT / ADD_VERL).read_text())
-    if match is None:
-        raise StudyError(f"{ADD_VERL} has no keep='...' line")
-    return re.compile(match.group(1), re.IGNORECASE)
-
-
-def find_python(version: tuple[int, int]) -> str:
-    """An interpreter of the base's Python version: RLVR_RESOLVE_PYTHON, python3.X on PATH, or a pyenv
-    one. Each candidate is asked its version (a pyenv shim may answer for another)."""
-    wanted = f"{version[0]}.{version[1]}"
-    candidates = [os.environ.get("RLVR_RESOLVE_PYTHON"), shutil.which(f"python{wanted}")]
-    candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{wanted}.*/bin/python{wanted}")))
-    candidates.append(f"/usr/bin/python{wanted}")
-    for candidate in filter(None, candidates):
-        try:
-            answer = subprocess.run(
-                [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-        except OSError:
-            continue
-        if answer.returncode == 0 and answer.stdout.strip() == wanted:
-            return candidate
-    raise StudyError(
-        f"the resolve check needs a Python {wanted} interpreter (the base's): none found as python{wanted}, "
-        f"in ~/.pyenv/versions/ or /usr/bin; name one with RLVR_RESOLVE_PYTHON"
-    )
-
-
-def write_stubs(site_packages: Path, versions: dict[str, str], requires: dict[str, list[str]] | None = None) -> None:
-    """One installed distribution per package: its metadata (with its requirements where known),
-    nothing else."""
-    requires = requires or {}
-    for name, version in versions.items():
-        folder = site_packages / f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
-        folder.mkdir(parents=True)
-        lines = "".join(f"Requires-Dist: {line}\n" for line in requires.get(name, []))
-        (folder / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{lines}\n")
-        (folder / "INSTALLER").write_text("rlvr-scaling resolve check\n")
-        (folder / "RECORD").write_text("".join(f"{folder.name}/{f},,\n" for f in ("METADATA", "INSTALLER", "RECORD")))
 
 
 def requested(study: Study) -> list[str]:
@@ -199,13 +70,6 @@ def requested(study: Study) -> list[str]:
     extras = ",".join(container.verl_extras)
     verl = f"verl[{extras}]=={study.config.software.verl}" if extras else f"verl=={study.config.software.verl}"
     return [verl, *container.requirements]
-
-
-def pip_environment() -> dict[str, str]:
-    """pip as a user's clean machine runs it: the package index only (no site config's wheel folders,
-    extra indexes or constraints, which would change the answer)."""
-    env = {key: value for key, value in os.environ.items() if key not in PIP_SETTINGS}
-    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
 
 def pip_problems(stderr: str, stdout: str) -> list[str]:
@@ -249,149 +113,6 @@ def judge(report: dict[str, Any], base: BasePackages, kept: dict[str, str], verd
             verdict.problems.append(
                 f"{name} {version}: no wheel for Python {verdict.python}, only a source archive to build ({url})"
             )
-
-
-def requires_snapshot(base_file: Path) -> Path:
-    """The kept packages' published requirements, next to the base list: <base>.requires.json."""
-    return base_file.with_suffix(".requires.json")
-
-
-def published(version: str) -> str:
-    """The index's version of a base build: without its local label (+rocm7.0, +lumi.aif.gfx90a)."""
-    return version.split("+", 1)[0]
-
-
-def requirement_name(line: str) -> str:
-    match = REQUIREMENT_NAME.match(line)
-    return normalized(match.group(1)) if match else ""
-
-
-def base_file_of(study: Study) -> Path:
-    container = study.require_container()
-    if not container.base_packages:
-        raise ConfigError(
-            "container.base_packages",
-            None,
-            "the base image's package list (a file in the repository) for the resolve check",
-            f"site '{study.site_name}'",
-        )
-    return paths.REPO_ROOT / container.base_packages
-
-
-def kept_of(base: BasePackages) -> dict[str, str]:
-    pattern = kept_pattern()
-    return {name: version for name, version in base.versions.items() if pattern.match(f"{name}==")}
-
-
-def stub_environment(interpreter: str, folder: Path, versions: dict[str, str], requires: dict[str, list[str]]) -> Path:
-    """An empty environment of the base's Python in which `versions` are installed (stubs): its python."""
-    subprocess.run([interpreter, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
-    python = folder / "bin" / "python"
-    site_packages = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    write_stubs(Path(site_packages), versions, requires)
-    return python
-
-
-def fetch_requirements(interpreter: str, name: str, version: str, work: Path) -> dict[str, Any]:
-    """The Requires-Dist of `name`'s wheel at `version` on the package index, for the base's Python on
-    this machine's platform (Linux x86_64, as the sites'): pip reads only the metadata (the index's
-    separate metadata file, PEP 658, where it serves one), installs nothing."""
-    report = work / f"{name}.json"
-    command = [
-        sys.executable, "-m", "pip", "--python", interpreter, "install", "--dry-run", "--quiet",
-        "--no-deps", "--ignore-installed", "--only-binary=:all:", "--report", str(report), f"{name}=={version}",
-    ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, env=pip_environment(), timeout=300)
-    if result.returncode != 0:
-        reason = next(
-            (line.removeprefix("ERROR: ") for line in result.stderr.splitlines() if "No matching distribution" in line),
-            result.stderr.strip()[-300:],
-        )
-        return {"published": version, "missing": f"no wheel on the index ({reason})"}
-    [item] = json.loads(report.read_text())["install"]
-    info = item["download_info"]
-    return {
-        "published": version,
-        "url": info["url"],
-        "sha256": info.get("archive_info", {}).get("hashes", {}).get("sha256"),
-        "requires_dist": item["metadata"].get("requires_dist", []),
-    }
-
-
-def write_requires(study: Study, base_file: Path | None = None) -> Path:
-    """The snapshot of the kept packages' published requirements, next to the base list (network)."""
-    base_file = base_file or base_file_of(study)
-    base = read_base_packages(base_file)
-    interpreter = find_python(base.python)
-    pip_version = subprocess.run(
-        [sys.executable, "-m", "pip", "--version"], capture_output=True, text=True, check=True
-    ).stdout.split()[1]
-    with tempfile.TemporaryDirectory(prefix="rlvr-requires-") as work:
-        packages = {
-            name: {"base_version": version, **fetch_requirements(interpreter, name, published(version), Path(work))}
-            for name, version in kept_of(base).items()
-        }
-    try:
-        shown = base_file.resolve().relative_to(paths.REPO_ROOT)
-    except ValueError:
-        shown = base_file
-    snapshot = {
-        "about": (
-            f"The published requirements (Requires-Dist) of the packages containers/add-verl.sh keeps from "
-            f"the base {shown.name}, each at the base's version without its local label, read from that "
-            "version's wheel on the package index (metadata only). The resolve check puts them into its stubs; "
-            "on a ROCm base it drops their CUDA-side pieces (rlvr_scaling.inputs.resolve_check)."
-        ),
-        "command": f"rlvr-scaling resolve-check --site {study.site_name} --write-requires",
-        "base_packages": str(shown),
-        "index": "https://pypi.org/simple (pip, no site configuration)",
-        "python": f"{base.python[0]}.{base.python[1]}",
-        "pip": pip_version,
-        "made": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "packages": packages,
-    }
-    target = requires_snapshot(base_file)
-    target.write_text(json.dumps(snapshot, indent=1) + "\n")
-    return target
-
-
-def kept_requirements(
-    snapshot_file: Path, base: BasePackages, kept: dict[str, str], verdict: Verdict
-) -> dict[str, list[str]]:
-    """The kept packages' requirements the check honours, from the snapshot; on a ROCm base without the
-    CUDA build's pieces. Where each came from goes into the verdict."""
-    if not snapshot_file.is_file():
-        return {}
-    verdict.snapshot = str(snapshot_file)
-    snapshot = json.loads(snapshot_file.read_text())
-    requires = {}
-    for name, version in kept.items():
-        entry = snapshot.get("packages", {}).get(name)
-        if entry is None or entry.get("base_version") != version:
-            recorded = entry.get("base_version") if entry else None
-            verdict.problems.append(
-                f"{name}: the snapshot {snapshot_file.name} records {recorded or 'no version'}, the base list "
-                f"{version}: remake it ({snapshot.get('command', 'rlvr-scaling resolve-check --write-requires')})"
-            )
-            continue
-        source = {key: entry.get(key) for key in ("published", "url", "sha256", "missing") if entry.get(key)}
-        honoured, dropped = [], []
-        for line in entry.get("requires_dist", []):
-            wanted = requirement_name(line)
-            cuda = CUDA_SIDE.match(wanted) or wanted in CUDA_BUILD_REQUIREMENTS.get(name, ())
-            (dropped if base.rocm and cuda else honoured).append(line)
-        requires[name] = honoured
-        verdict.requirements[name] = {
-            **source,
-            "honoured": len([line for line in honoured if "extra ==" not in line]),
-            "dropped": [line for line in dropped if "extra ==" not in line],
-        }
-    return requires
 
 
 def dry_run(python: Path, options: list[str], requested: list[str], report: Path, timeout_s: float) -> Any:

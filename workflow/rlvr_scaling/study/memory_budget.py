@@ -140,6 +140,19 @@ def parameters(shape: ModelShape) -> int:
     return shape.layer_matmul_params() + 2 * shape.vocab_size * shape.hidden_size + norms
 
 
+def activation_gb(
+    shape: ModelShape, token_budget: int, tensor_parallel: int, pipeline_parallel: int, recompute: bool
+) -> float:
+    """Activations one GPU holds for a micro-batch of `token_budget` tokens over its pipeline stage's
+    layers: every layer's with no recomputation, else each layer's input and one layer's."""
+    h = shape.hidden_size
+    per_token_layer = 14 * h + 4 * shape.num_key_value_heads * shape.head_dim + 8 * shape.intermediate_size
+    stage_layers = math.ceil(shape.num_hidden_layers / pipeline_parallel)
+    if recompute:
+        return token_budget * (stage_layers * 2 * h + per_token_layer) / tensor_parallel / GB
+    return token_budget * stage_layers * per_token_layer / tensor_parallel / GB
+
+
 def run_memory(
     shape: ModelShape,
     *,
@@ -164,14 +177,8 @@ def run_memory(
     weights = params_per_gpu * WEIGHT_BYTES / GB
     gradients = params_per_gpu * GRADIENT_BYTES / GB
     optimizer = params_per_gpu * OPTIMIZER_BYTES / data_parallel / GB
-    h, layers = shape.hidden_size, shape.num_hidden_layers
-    per_token_layer = 14 * h + 4 * shape.num_key_value_heads * shape.head_dim + 8 * shape.intermediate_size
-    stage_layers = math.ceil(layers / p)
-    if recompute:
-        activation_bytes = token_budget * (stage_layers * 2 * h + per_token_layer) / t
-    else:
-        activation_bytes = token_budget * stage_layers * per_token_layer / t
-    activations = activation_bytes / GB
+    layers = shape.num_hidden_layers
+    activations = activation_gb(shape, token_budget, t, p, recompute)
     logits = token_budget * shape.vocab_size / t * LOGIT_BYTES / GB
     share = rollout_share * device / GB
     in_training = 0.0 if sleep_mode else share
