@@ -156,6 +156,11 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert len({b["pid"] for b in bound}) == len(bound) == 2
     assert all(b["gpu"] == "0" and b["cpus"] == [1] for b in bound), bound
     assert all(b["process"] == "WorkerDict" for b in bound), bound
+    # Each node's collectives' transport, recorded in the image by verl's own workers (engines.hooks),
+    # named per Slurm node: Gloo over TCP as the site's fabric says, so the run is a measurement.
+    transports = {node: entry["transport"] for node, entry in job["fabric"]["nodes"].items()}
+    assert transports == dict.fromkeys(job["node_list"], "tcp"), job["fabric"]
+    assert job["fabric"]["valid_for_scaling"] is True, job["fabric"]
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
     # Two Ray clusters of two nodes each, told apart by their run tokens: the preflight's two-node
@@ -201,6 +206,11 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert job["ray_node_addresses"] == dict.fromkeys(job["node_list"], pinned)
     passed = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
     assert passed["problems"] == [] and passed["image"]["image"]["sha256"] == record["image"]["sha256"]
+    # The preflight's all-reduce across its two nodes, in the image, through the runs' launcher.
+    collective = passed["collective"]
+    assert collective["finished"] and collective["sums_right"] and collective["bus_bandwidth_gb_per_s"] > 0
+    crossed = {node: entry["transport"] for node, entry in collective["transport"]["nodes"].items()}
+    assert crossed == dict.fromkeys(collective["nodes"], "tcp") and len(crossed) == 2, collective
     assert_no_run_processes()
 
 

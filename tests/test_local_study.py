@@ -300,6 +300,26 @@ def test_the_local_preflight_runs_no_engine_smoke_and_says_why(local_study: Path
     assert not (local_study / "results" / "preflight" / "local-engine-smoke").exists()
 
 
+def test_the_local_preflight_all_reduces_between_its_two_groups_and_every_run_records_its_transport(
+    local_study: Path,
+) -> None:
+    """The demo's preflight runs the collective the LUMI preflight runs across two nodes, between the
+    local runs' two groups of workers (Gloo over TCP, the site's fabric); and each real run's job.json
+    names the transport its collectives used, read in verl's own workers (engines.hooks)."""
+    collective = json.loads((local_study / "results" / "preflight" / "local.json").read_text())["collective"]
+    assert collective["finished"] is True and collective["sums_right"] is True
+    assert collective["ranks_per_node"] == {"group-0": 1, "group-1": 1}
+    assert collective["bus_bandwidth_gb_per_s"] >= 0.01  # the local site's floor
+    nodes = collective["transport"]["nodes"]
+    assert {node: entry["transport"] for node, entry in nodes.items()} == {"group-0": "tcp", "group-1": "tcp"}
+    assert all("TCP connections opened" in entry["evidence"] for entry in nodes.values())
+    for job_file in (local_study / "results" / "runs").glob("*/job.json"):
+        fabric = json.loads(job_file.read_text())["fabric"]
+        assert fabric["backends"] and all("gloo" in backend for backend in fabric["backends"]), fabric
+        assert {entry["transport"] for entry in fabric["nodes"].values()} == {"tcp"}, fabric
+        assert fabric["valid_for_scaling"] is True, fabric
+
+
 def test_an_imported_log_of_a_real_run_gives_the_runs_own_summary(local_study: Path, tmp_path: Path) -> None:
     results = local_study / "results"
     run_dir = next(p for p in (results / "runs").iterdir() if p.name.startswith("gsm8k-n2-"))

@@ -106,8 +106,19 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
     two = next(r for r in runs if "-n2-" in r.name)
     job = json.loads((two / "job.json").read_text())
     assert len(set(job["node_list"])) == 2
-    # the second node's raylet ran as a Slurm step on that node and joined the head
-    assert any((two / "ray").glob(f"ray-{job['node_list'][1]}.log"))
+    # Every node's raylet ran as a task of one job step over both nodes (on Slingshot the only way
+    # their processes share a VNI: docs/lumi.md), each logging to its node's file, and joined the head.
+    assert all((two / "ray" / f"ray-{node}.log").stat().st_size > 0 for node in job["node_list"])
+    assert (two / "ray" / "ray-step.log").exists()
+    # The stand-in trainer starts no process group: no transport on record, so the two-node run is not
+    # a measurement of the site's scaling (verl's runs record theirs: test_apptainer, test_local_study).
+    assert job["fabric"]["valid_for_scaling"] is False
+    assert "no transport recorded on " in job["fabric"]["detail"]
+    # The preflight's all-reduce crossed its two Slurm nodes through the same one-step launcher.
+    collective = json.loads((slurm_workdir / "results" / "preflight" / "ci-slurm.json").read_text())["collective"]
+    assert collective["finished"] and collective["sums_right"] and collective["bus_bandwidth_gb_per_s"] >= 0.01
+    crossed = {node: entry["transport"] for node, entry in collective["transport"]["nodes"].items()}
+    assert crossed == dict.fromkeys(collective["nodes"], "tcp") and len(crossed) == 2, collective
     # Both nodes registered with Ray on the site's interface (launch.node_interface), not on the
     # address Ray picks by itself.
     interface = load_study(site="ci-slurm").site.launch.node_interface
