@@ -31,6 +31,7 @@ from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR, engine_events, sleep_freed_gb
+from rlvr_scaling.execution.fabric_record import fabric_environment, transport_record
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, new_token
 from rlvr_scaling.execution.run_records import render_command, trainer_module
@@ -202,6 +203,7 @@ def run_smoke(
     command.write_text(render_command(study, run, root, launcher.verl_args()))
     token = new_token()
     smoke_env = {**env, TOKEN_VAR: token, RECORD_DIR_VAR: str(folder / "engine")}
+    smoke_env.update(fabric_environment(study, folder / "engine"))  # the transport, recorded as a run's
     job: dict[str, Any] = {}
 
     def before() -> Started | None:
@@ -218,9 +220,12 @@ def run_smoke(
     finally:
         guard.release(done=done)
     record = _smoke_record(study, smoke, folder, steps_wanted, status, code, time.monotonic() - began)
+    # The trainer's own collectives, judged as a run's: a multi-node smoke over another transport fails.
+    record["fabric"] = transport_record(study, run.nodes, folder / "engine", job.get("node_list"))
     timed = record["step_seconds"]
     if code == 0 and len(timed) >= steps_wanted:
-        return record, []
+        fabric = record["fabric"]
+        return record, [] if fabric["valid_for_scaling"] else [f"the engine smoke's collectives: {fabric['detail']}"]
     record["error"] = _error_of(folder / "console.log")
     return record, [
         f"the engine smoke ({engines_of(study)}, {run.dataset} on {run.nodes} node(s)) failed: {status}, "

@@ -4,7 +4,7 @@ Both run the same command.sh (verl's trainer, in the site's image when it has on
 what the command needs before it starts and what it adds to verl's arguments:
 
 - `local`: verl starts a private Ray instance on this host (launchers/local.py);
-- `ray-srun`: a Ray cluster over the Slurm job's nodes, one `srun` step per node, which verl joins
+- `ray-srun`: a Ray cluster over the Slurm job's nodes, every node's Ray a task of one `srun` step, which verl joins
   (launchers/ray_srun.py).
 """
 
