@@ -11,7 +11,7 @@ import contextlib
 import io
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -248,6 +248,17 @@ def write_run(
     # failed points go through summarize_run too, which hands them to summary.failed_summary
     run_cli(["summarize", str(run_dir), "--output", str(summary_path)])
     return FabricatedRun(run, run_dir, summary_path, steps, failed)
+
+
+def lumi_run_folder(root: Path, pick: Callable[[Run], bool]) -> Path:
+    """One LUMI run's folder as the launcher leaves it (spec.json, job.json, metrics.jsonl), the first
+    planned run `pick` takes, under `root` with the model's config.json in place."""
+    study = load_study(paths.DEFAULT_CONFIG, sets=STUDY_SETS, site=SITE)
+    model = paths.model_dir(root, study.site_name)
+    model.mkdir(parents=True)
+    (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
+    run = next(r for r in known_runs(build_plan(study, root=root)) if pick(r))
+    return write_run(study, run, root, jitter=0.0).run_dir
 
 
 def study_args(sets: Sequence[str], root: Path) -> list[str]:

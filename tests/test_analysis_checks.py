@@ -22,10 +22,8 @@ from rlvr_scaling.analysis.per_run.energy_use import summarize_energy
 from rlvr_scaling.analysis.per_run.summary import summarize_run
 from rlvr_scaling.measured.metrics import CROSS_CHECK_TOLERANCE, read_steps, summarize_steps
 from rlvr_scaling.measured.models import RunSummary
-from rlvr_scaling.study.config import load_study
-from rlvr_scaling.study.plan import build_plan, known_runs
 
-from .study_runs import QWEN3_8B_CONFIG, SITE, STUDY_SETS, write_run
+from .study_runs import lumi_run_folder
 
 # Per trajectory: 100 prompt tokens and 300 response tokens, so a step's tokens / 400 is its trajectory
 # count exactly (the trajectories check's own arithmetic, done here by hand).
@@ -35,13 +33,7 @@ PROMPT_MEAN, RESPONSE_MEAN = 100.0, 300.0
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One LUMI sweep point's run folder as the launcher leaves it (spec.json, job.json, metrics.jsonl)."""
-    root = tmp_path_factory.mktemp("template")
-    study = load_study(paths.DEFAULT_CONFIG, sets=STUDY_SETS, site=SITE)
-    model = paths.model_dir(root, study.site_name)
-    model.mkdir(parents=True)
-    (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
-    run = next(r for r in known_runs(build_plan(study, root=root)) if (r.dataset, r.prompts) == ("gsm8k", 50))
-    return write_run(study, run, root, jitter=0.0).run_dir
+    return lumi_run_folder(tmp_path_factory.mktemp("template"), lambda r: (r.dataset, r.prompts) == ("gsm8k", 50))
 
 
 def _copy(template: Path, tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:

@@ -13,15 +13,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rlvr_scaling import paths
 from rlvr_scaling.analysis.per_run.summary import summarize_run, transport_check
 from rlvr_scaling.engines import fabric
 from rlvr_scaling.execution.fabric_record import transport_record
 from rlvr_scaling.execution.preflight_collective import bus_bandwidth_gb_per_s, judge
 from rlvr_scaling.study.config import load_study
-from rlvr_scaling.study.plan import build_plan, known_runs
 
-from .study_runs import QWEN3_8B_CONFIG, SITE, STUDY_SETS, write_run
+from .study_runs import lumi_run_folder
 
 CXI = [
     "nid005001:1234:1234 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.20.0",
@@ -84,12 +82,17 @@ def _plant(record_dir: Path, node: str, host: str, pid: int, lines: list[str]) -
         handle.write(json.dumps(event) + "\n")
 
 
+def _planted_record(record_dir: Path, processes: dict[tuple[str, int], list[str]]) -> dict:
+    """job.json's fabric for a LUMI two-node run whose processes (node, pid) printed these lines."""
+    for (node, pid), lines in processes.items():
+        _plant(record_dir, node, node, pid, lines)
+    return transport_record(load_study(site="lumi"), 2, record_dir, ["nid005001", "nid005002"])
+
+
 def test_job_json_names_each_nodes_transport_from_its_processes_files(tmp_path: Path) -> None:
-    lumi = load_study(site="lumi")
-    _plant(tmp_path, "nid005001", "nid005001", 11, CXI)
-    _plant(tmp_path, "nid005001", "nid005001", 12, CXI)
-    _plant(tmp_path, "nid005002", "nid005002", 21, SOCKET_FALLBACK)
-    record = transport_record(lumi, 2, tmp_path, ["nid005001", "nid005002"])
+    record = _planted_record(
+        tmp_path, {("nid005001", 11): CXI, ("nid005001", 12): CXI, ("nid005002", 21): SOCKET_FALLBACK}
+    )
     assert record["expected"] == {"library": "rccl", "transport": "ofi-cxi"}
     assert record["nodes"]["nid005001"]["transport"] == "ofi-cxi" and record["nodes"]["nid005001"]["processes"] == 2
     assert record["nodes"]["nid005002"]["transport"] == "socket"
@@ -97,18 +100,15 @@ def test_job_json_names_each_nodes_transport_from_its_processes_files(tmp_path: 
     assert record["valid_for_scaling"] is False and "socket on nid005002" in record["detail"]
     # A node of the job whose processes wrote nothing is on the record as such.
     shutil.rmtree(tmp_path)
-    _plant(tmp_path, "nid005001", "nid005001", 11, CXI)
-    record = transport_record(lumi, 2, tmp_path, ["nid005001", "nid005002"])
+    record = _planted_record(tmp_path, {("nid005001", 11): CXI})
     assert record["nodes"]["nid005002"] == {"transport": None, "processes": 0, "evidence": None}
     assert record["valid_for_scaling"] is False
 
 
 def test_a_node_with_processes_on_two_transports_is_not_taken_for_the_fabric(tmp_path: Path) -> None:
-    lumi = load_study(site="lumi")
-    _plant(tmp_path, "nid005001", "nid005001", 11, CXI)
-    _plant(tmp_path, "nid005001", "nid005001", 12, SOCKET_FALLBACK)
-    _plant(tmp_path, "nid005002", "nid005002", 21, CXI)
-    record = transport_record(lumi, 2, tmp_path, ["nid005001", "nid005002"])
+    record = _planted_record(
+        tmp_path, {("nid005001", 11): CXI, ("nid005001", 12): SOCKET_FALLBACK, ("nid005002", 21): CXI}
+    )
     assert record["nodes"]["nid005001"]["transport"] == "ofi-cxi+socket"
     assert record["valid_for_scaling"] is False
 
@@ -148,13 +148,7 @@ def test_this_processes_tcp_connections_are_read_from_proc() -> None:
 @pytest.fixture(scope="module")
 def two_node_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A LUMI two-node run's folder as the launcher leaves it, without a fabric record (as before it)."""
-    root = tmp_path_factory.mktemp("two-node")
-    study = load_study(paths.DEFAULT_CONFIG, sets=STUDY_SETS, site=SITE)
-    model = paths.model_dir(root, study.site_name)
-    model.mkdir(parents=True)
-    (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
-    run = next(r for r in known_runs(build_plan(study, root=root)) if r.nodes == 2)
-    return write_run(study, run, root, jitter=0.0).run_dir
+    return lumi_run_folder(tmp_path_factory.mktemp("two-node"), lambda run: run.nodes == 2)
 
 
 def test_a_run_over_sockets_never_counts_as_a_measurement() -> None:
