@@ -302,3 +302,69 @@ def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
         subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=resume"], check=False)
         our_jobs_gone(slurm_workdir)
     assert not (slurm_workdir / "results" / "runs").exists() or not any((slurm_workdir / "results" / "runs").iterdir())
+
+
+# Run in a two-node job: the ci-slurm site as if its collectives had to travel over Slingshot.
+PLANTED_FABRIC = """
+import dataclasses, json, os, sys
+from pathlib import Path
+from rlvr_scaling.execution.preflight import two_node_checks
+from rlvr_scaling.study.config import load_study
+from rlvr_scaling.study.sections import Fabric
+
+study = load_study(site="ci-slurm")
+planted = Fabric.from_dict({**study.site.fabric.to_dict(), "transport": "ofi-cxi"})
+study = dataclasses.replace(study, site=dataclasses.replace(study.site, fabric=planted))
+root = Path(sys.argv[1])
+ray, collective, problems = two_node_checks(study, root, dict(os.environ), root / "results" / "preflight" / "ray")
+Path(sys.argv[2]).write_text(json.dumps({"ray": ray, "collective": collective, "problems": problems}))
+"""
+
+
+def test_a_preflight_collective_over_another_transport_than_the_sites_fails_in_one_line(
+    slurm_workdir: Path, tmp_path: Path
+) -> None:
+    """Planted: the site expects ofi-cxi. The preflight's two-node check runs for real in a two-node
+    Slurm job (the one-step launcher, Ray across both nodes, one Gloo rank per node, a new group's
+    all-reduce); Gloo's ranks connect over TCP, so it fails in one line naming both transports."""
+    script, verdict = tmp_path / "planted.py", tmp_path / "verdict.json"
+    script.write_text(PLANTED_FABRIC)
+    submitted = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--account={ACCOUNT}",
+            "--partition=standard-g",
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            "--cpus-per-task=2",
+            "--gpus-per-node=1",
+            "--time=10",
+            f"--chdir={slurm_workdir}",
+            f"--output={tmp_path / 'job.log'}",
+            f"--wrap={sys.executable} {script} {slurm_workdir} {verdict}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job_id = submitted.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 600
+    while not verdict.exists() and time.monotonic() < deadline:
+        state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout
+        if not state.strip() and not verdict.exists():
+            break  # the job ended without a verdict: its log says why
+        time.sleep(1)
+    log = (tmp_path / "job.log").read_text() if (tmp_path / "job.log").exists() else ""
+    assert verdict.exists(), log[-3000:]
+    found = json.loads(verdict.read_text())
+    assert found["ray"]["formed"] is True and len(found["ray"]["node_list"]) == 2
+    collective = found["collective"]
+    assert collective["finished"] is True and collective["sums_right"] is True
+    nodes = found["ray"]["node_list"]
+    assert found["problems"] == [
+        f"the all-reduce across nodes {', '.join(nodes)}: collectives over "
+        f"{', '.join(f'tcp on {node}' for node in sorted(nodes))}; the site expects ofi-cxi "
+        "(fabric.transport): not a measurement of the site's scaling"
+    ]
+    assert_no_run_processes()

@@ -148,7 +148,7 @@ def _inputs(study: Study, root: Path) -> tuple[dict[str, Any], list[str]]:
     return found, problems
 
 
-def _two_node_ray(
+def two_node_checks(
     study: Study, root: Path, env: dict[str, str], log_dir: Path
 ) -> tuple[dict[str, Any], dict[str, Any] | None, list[str]]:
     """The runs' launcher over two nodes, and on its cluster the collective across them."""
@@ -279,7 +279,7 @@ def _cross_node_checks(
         return None, collective, problems
     if not env.get("SLURM_JOB_ID"):
         return None, None, ["the study has multi-node runs, but the preflight runs outside a Slurm job"]
-    return _two_node_ray(study, root, env, folder / "ray")
+    return two_node_checks(study, root, env, folder / "ray")
 
 
 def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:

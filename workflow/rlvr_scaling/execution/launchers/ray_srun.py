@@ -1,5 +1,6 @@
 """The `ray-srun` launcher: a Ray cluster over the Slurm job's nodes (the head on the node where the
-launcher runs, every node's Ray a task of one `srun` step, all in the site's image), which verl then joins via RAY_ADDRESS."""
+launcher runs, every node's Ray a task of one `srun` step, all in the site's image), which verl then
+joins via RAY_ADDRESS."""
 
 from __future__ import annotations
 
