@@ -14,7 +14,10 @@ start-up on 2 cores (~65-80 s):
 - it logs each step as verl does, to the file logger (VERL_FILE_LOGGER_PATH, JSONL) and to the
   console (`(TaskRunner pid=N) step:K - key:value - ...`), with the figures the summary checks
   consistent with the run (trajectories, response cap, learning rate, throughput per GPU);
-- a worker that dies ends the driver with an error, as Ray's ActorDiedError ends verl's.
+- a worker that dies ends the driver with an error, as Ray's ActorDiedError ends verl's;
+- each worker records a TCP connection to its driver as its process group's (join_collective), so a
+  run's job.json has a transport; all on the driver's host, so a run across Slurm nodes records
+  none on its other nodes and is not a measurement of the site's scaling (test_slurm says so).
 
 Through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3). Its workers'
 command lines end in `ray::WorkerDict` (they start with the Python that runs them).
@@ -27,12 +30,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 WORKER_TITLE = "ray::WorkerDict"
+PEER_VAR = "RLVR_STANDIN_PEER"
 # A worker nobody ended still goes by itself after this long, so a broken test leaks nothing for ever.
 WORKER_LIFETIME_S = 900.0
 
@@ -41,7 +46,29 @@ def overrides(argv: list[str]) -> dict[str, str]:
     return dict(arg.lstrip("+").split("=", 1) for arg in argv if "=" in arg)
 
 
+def join_collective() -> None:
+    """Record this worker's "process group" as verl's workers do (engines.hooks). Production's record
+    comes from torch.distributed's own initialisation in verl's workers (Gloo's TCP connections, or
+    NCCL's output); the stand-in opens one real TCP connection to its driver instead and records it
+    with the same functions, so the launcher reads it with the runs' code. A worker whose driver
+    offers no peer (RLVR_STANDIN_PEER unset) records nothing."""
+    peer = os.environ.get(PEER_VAR)
+    if not peer:
+        return
+    from rlvr_scaling.engines import fabric, hooks
+
+    before = fabric.tcp_connections()
+    connection = socket.create_connection(("127.0.0.1", int(peer)), timeout=30)
+    gloo = fabric.gloo_transport(before, fabric.tcp_connections())
+    hooks.record({"event": "collectives", "node": fabric.node_name(), "backend": "gloo (stand-in)", "gloo": gloo})
+    _kept.append(connection)
+
+
+_kept: list[socket.socket] = []
+
+
 def worker() -> None:
+    join_collective()
     deadline = time.monotonic() + WORKER_LIFETIME_S
     while time.monotonic() < deadline:
         time.sleep(0.2)
@@ -92,8 +119,13 @@ def driver(argv: list[str]) -> int:
     metrics = Path(os.environ.get("VERL_FILE_LOGGER_PATH", "metrics.jsonl"))
     pid = os.getpid()
     print(f"(TaskRunner pid={pid}) stand-in trainer (tests/standin_trainer.py): {steps} steps on {gpus} workers")
+    # The workers' peer: each opens a TCP connection to it, as a process group's ranks connect.
+    peer = socket.create_server(("127.0.0.1", 0), backlog=max(8, gpus))
+    env = {**os.environ, PEER_VAR: str(peer.getsockname()[1])}
     workers = [
-        subprocess.Popen([sys.executable, "-m", "tests.standin_trainer", WORKER_TITLE], start_new_session=False)
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.standin_trainer", WORKER_TITLE], start_new_session=False, env=env
+        )
         for _ in range(gpus)
     ]
     time.sleep(1)  # a start-up of its own, so a test can see the workers before the first step
