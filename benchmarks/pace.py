@@ -1,7 +1,7 @@
 """Prints the three budgets of the suite and the demo (README, "Pace"), each measured as a newcomer or CI
 meets it, against its target on 2 idle cores:
 
-- `make demo` from a fresh clone of HEAD, the environment included (target 8 min), with the demo's
+- `make demo` from a fresh clone of HEAD, the environment included (target 9.5 min, #46), with the demo's
   own account of where the time went;
 - `make test-fast` in this clone (target 60 s, at least 300 tests);
 - `bash .ci/run` from a fresh clone (target 25 min; `--ci`, as it installs packages and starts services).
@@ -24,7 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"demo": 8 * 60, "test-fast": 60, "ci": 25 * 60}
+# The demo: about 9 minutes, kept under 9.5 (the team's decision in #46: eight runs, verl's actors one
+# after another, no overlapping runs).
+TARGETS = {"demo": 9.5 * 60, "test-fast": 60, "ci": 25 * 60}
 MIN_FAST_TESTS = 300
 
 
