@@ -54,7 +54,7 @@ def measure_demo() -> None:
         spent = out.split("Where the", 1)
         print(
             f"make demo from a fresh clone: {seconds:.0f} s ({seconds / 60:.1f} min;"
-            f" target {TARGETS['demo'] / 60:.0f} min)"
+            f" target {TARGETS['demo'] / 60:g} min)"
         )
         if len(spent) == 2:
             print("  Where the" + spent[1].split("\nThe local study is done.", 1)[0].rstrip())
