@@ -227,3 +227,22 @@ def test_the_preflight_collective_fails_in_one_line_for_each_reason() -> None:
         "(fabric.collective_timeout_seconds): stopped in the process group's initialisation"
     )
     assert all("\n" not in line for line in (under, wrong, hung))
+
+
+def test_a_nccl_site_that_sets_nccl_debug_itself_is_refused_naming_the_key() -> None:
+    """Its own NCCL_DEBUG would silence the output the transport's record is read from."""
+    import dataclasses
+
+    from rlvr_scaling.errors import ConfigError
+    from rlvr_scaling.study.validate import check_semantics
+
+    study = load_study(site="nvidia-example")
+    check_semantics(study.config, study.site)  # as shipped: no NCCL_DEBUG of its own
+    quiet = dataclasses.replace(study.site, environment={**study.site.environment, "NCCL_DEBUG": "WARN"})
+    with pytest.raises(ConfigError) as caught:
+        check_semantics(study.config, quiet)
+    message = str(caught.value)
+    assert "'environment.NCCL_DEBUG'" in message and "'WARN'" in message and "the launcher sets NCCL_DEBUG" in message
+    # A Gloo site's own NCCL_DEBUG concerns no record of ours.
+    local = load_study()
+    check_semantics(local.config, dataclasses.replace(local.site, environment={"NCCL_DEBUG": "WARN"}))

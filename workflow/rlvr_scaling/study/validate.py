@@ -99,6 +99,7 @@ def check_semantics(config: StudyConfig, site: Site) -> None:
     _check_datasets(config)
     _check_strong_reference(config)
     _check_container(site)
+    _check_fabric(site)
     _check_node_counts(config, site)
     _check_steps_and_selection(config)
 
@@ -286,6 +287,22 @@ def _check_steps_and_selection(config: StudyConfig) -> None:
                 f"selection.{name} = {prompts} is not in the sweep grid {config.datasets[name].sweep}; "
                 "using it as pinned",
                 stacklevel=3,  # the caller of check_semantics
+            )
+
+
+def _check_fabric(site: Site) -> None:
+    """The launcher sets NCCL's debug output for the transport's record (engines.fabric): a site's own
+    value would silence it, and every multi-node run would be recorded with no transport."""
+    if not site.fabric.nccl:
+        return
+    for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):
+        if name in site.environment:
+            raise ConfigError(
+                f"environment.{name}",
+                site.environment[name],
+                f"no value: the launcher sets {name} on a {site.fabric.library} site, to record which "
+                "transport each node's collectives used (docs/lumi.md, 'Collectives across nodes')",
+                f"site '{site.name}'",
             )
 
 
