@@ -19,7 +19,8 @@ start-up on 2 cores (~65-80 s):
   run's job.json has a transport; all on the driver's host, so a run across Slurm nodes records
   none on its other nodes and is not a measurement of the site's scaling (test_slurm says so).
 
-Through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3). Its workers'
+Through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3);
+RLVR_STANDIN_FREEZE_AFTER (a step after which it hangs, alive and silent, as a hung collective does). Its workers'
 command lines end in `ray::WorkerDict` (they start with the Python that runs them).
 RLVR_STANDIN_PM_COUNTERS: a folder in HPE Cray's pm_counters layout whose counters it advances by
 RLVR_STANDIN_JOULES_PER_STEP (node; each of 4 accelerators an eighth) in each step, before logging it:
@@ -38,6 +39,7 @@ from pathlib import Path
 
 WORKER_TITLE = "ray::WorkerDict"
 PEER_VAR = "RLVR_STANDIN_PEER"
+FREEZE_VAR = "RLVR_STANDIN_FREEZE_AFTER"  # the step after which the stand-in logs nothing more
 # A worker nobody ended still goes by itself after this long, so a broken test leaks nothing for ever.
 WORKER_LIFETIME_S = 900.0
 
@@ -151,6 +153,11 @@ def driver(argv: list[str]) -> int:
             handle.write(json.dumps({"step": step, "data": record}) + "\n")
         line = " - ".join(f"{key}:{value}" for key, value in record.items())
         print(f"(TaskRunner pid={pid}) step:{step} - {line}", flush=True)
+        if step == int(os.environ.get(FREEZE_VAR, "0")):
+            # A hang as a collective hangs: every process alive, no step, no error, until ended.
+            print(f"(TaskRunner pid={pid}) frozen after step {step} ({FREEZE_VAR})", flush=True)
+            while True:
+                time.sleep(1)
     for w in workers:
         w.terminate()
     return 0

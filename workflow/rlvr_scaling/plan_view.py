@@ -250,6 +250,28 @@ def fabric_line(study: Study, plan: list[PlannedRun]) -> str | None:
     )
 
 
+def guard_line(study: Study, plan: list[PlannedRun]) -> str | None:
+    """The hang guard's bounds (execution.stall_guard) over the plan's node counts."""
+    from rlvr_scaling.execution.stall_guard import stall_bound
+
+    nodes = sorted({run.nodes for run in plan})
+    if not nodes:
+        return None
+    low, high = (stall_bound(study, n, 0.0) for n in (nodes[0], nodes[-1]))
+
+    def count(n: int) -> str:
+        return f"{n} node{'s' if n > 1 else ''}"
+
+    span = f"{low.first_step_s / 60:g} min ({count(nodes[0])})"
+    if len(nodes) > 1:
+        span += f" to {high.first_step_s / 60:g} min ({count(nodes[-1])})"
+    return (
+        f"Hang guard: a run that logs no step is stopped and filed as failed after {span} before the first "
+        f"step, then {low.factor:g} x the slowest interval between steps or the predicted step, never under "
+        f"{low.floor_s / 60:g} min (launch.stall_floor_minutes)."
+    )
+
+
 def build_line(study: Study) -> str | None:
     """The image build job as sbatch gets it (study.plan.build_resources), or None without one."""
     from rlvr_scaling.study.plan import build_resources

@@ -21,6 +21,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         build_line,
         datasets_line,
         fabric_line,
+        guard_line,
         lock_line,
         memory_table,
         plan_records,
@@ -50,7 +51,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(budget_line(study_cost(study, plan, root)))
         for line in memory_table(study, plan, root):
             print(line)
-        for line in (release_line(study), build_line(study), fabric_line(study, plan)):
+        lines = (release_line(study), build_line(study), fabric_line(study, plan), guard_line(study, plan))
+        for line in lines:
             if line:
                 print(line)
         print(preflight_line(study, plan, root, cost_of))

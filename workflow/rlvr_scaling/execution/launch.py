@@ -31,6 +31,7 @@ from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes
 from rlvr_scaling.execution.run_directory import RunDirectory
 from rlvr_scaling.execution.run_environment import expanded_environment
 from rlvr_scaling.execution.run_records import job_record, render_command, spec_document
+from rlvr_scaling.execution.stall_guard import StallBound, run_stall_bound, stall_record
 from rlvr_scaling.execution.step_clock import POLL_SECONDS, StepClock, keep_steps_to_stop
 from rlvr_scaling.execution.watchdog import Guard
 from rlvr_scaling.inputs.container import module_environment, record_path, require_runtime
@@ -46,6 +47,10 @@ class RunFailed(Exception):
 
 class StopRequested(Exception):
     """The adaptive step count stops the run: its mean step time is known well enough."""
+
+
+class Stalled(Exception):
+    """The hang guard stops the run: no step within its bound (execution.stall_guard)."""
 
 
 def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -> None:
@@ -88,6 +93,8 @@ def wait_watching(process: subprocess.Popen, timeout_s: float | None, clock: Ste
             # Also once verl has exited: a last step logged within the last second is stamped now,
             # before the launcher's own tear-down (Ray, processes) is counted as the run's.
             clock.poll()
+            if code is None and clock.stalled() is not None:
+                raise Stalled
             if clock.stop is not None:
                 # verl may have ended between the wait and the look: judged as it ended, as above.
                 code = process.poll() if code is None else code
@@ -139,6 +146,9 @@ def execute(
                 code, status = -1, "timed out"
             except StopRequested:
                 code, status = _stop(process, token, received)
+            except Stalled:
+                code, status = _stop(process, token, received)
+                status = "stalled" if status == "stopped early" else status
             except KeyboardInterrupt:
                 code = 128 + (received[0] if received else signal.SIGINT)
                 status = "terminated"
@@ -162,6 +172,21 @@ def _stop(process: subprocess.Popen, token: str, received: list[int]) -> tuple[i
         return 128 + (received[0] if received else signal.SIGINT), "terminated"
     except subprocess.TimeoutExpired:  # it outlived SIGKILL (a process stuck in the kernel)
         return -1, "stopped early"
+
+
+def _stall_of(clock: StepClock, bound: StallBound, run: Run, elapsed_s: float, folder: Path) -> dict[str, Any]:
+    """What job.json keeps of a run the hang guard stopped (stall_guard.stall_record)."""
+    waited = time.monotonic() - clock.last_progress
+    last = clock.last[0] if clock.last else None
+    slowest = (clock.slowest_interval or 0.0) if clock.last else None
+    return stall_record(bound, waited, last, slowest, run, elapsed_s, folder)
+
+
+def _failure_detail(problems: list[str], code: int | None, job: dict[str, Any]) -> str:
+    """Why a failed run failed, for its note and the error: the hang guard's finding where it fired."""
+    if "stall" in job:
+        return f"{job['stall']['detail']}; {job['stall']['node_hours_saved']:g} node-hours of its time limit saved"
+    return "; ".join(problems) if problems else f"exit status {code}"
 
 
 def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -> Path:
@@ -220,11 +245,13 @@ def _run_in(
 
     began = time.monotonic()
     metrics = directory.path("metrics.jsonl")
+    job["stall_bound"] = (bound := run_stall_bound(study, run)).to_dict()
     clock = StepClock(
         metrics,
         StopRule.of_run(run.to_dict()),
         on_stop=lambda stop: directory.write_json("job.json", {**job, "adaptive_stop": stop.record}),
         energy=meter.read,
+        bound=bound,
     )
     console = directory.path("console.log")
     code, exit_status = execute(command_file, console, env, directory.token, timeout_s, before, clock)
@@ -234,6 +261,8 @@ def _run_in(
         if exit_status == "stopped early":
             job["adaptive_stop"] = {**clock.stop.record, **keep_steps_to_stop(metrics, clock.stop)}
             last_step = clock.stop.step
+    if exit_status == "stalled":
+        job["stall"] = _stall_of(clock, bound, run, time.monotonic() - began, directory.staging)
     outcome = judge(directory.staging, run.series, exit_status, last_step)
     job.update(end=now(), seconds=round(time.monotonic() - began, 1), exit_status=code, status=outcome.status)
     job["energy"]["end"] = meter.read()
@@ -250,6 +279,6 @@ def _run_in(
                 file=sys.stderr,
             )
         return final
-    detail = "; ".join(outcome.problems) if outcome.problems else f"exit status {code}"
+    detail = _failure_detail(outcome.problems, code, job)
     failed = directory.file_failed(f"run {run.run_id} {outcome.status} ({detail})")
     raise RunFailed(f"run {run.run_id} {outcome.status} ({detail}); its logs are in {failed}")

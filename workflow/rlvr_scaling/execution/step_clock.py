@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.failed_runs import now
+from rlvr_scaling.execution.stall_guard import StallBound
 from rlvr_scaling.measured.adaptive_steps import StopRule, stop_record
 from rlvr_scaling.measured.metrics_file import is_positive_finite
 
@@ -40,6 +42,7 @@ class StepClock:
         rule: StopRule | None = None,
         on_stop: Callable[[EarlyStop], None] | None = None,
         energy: Callable[[], dict[str, float] | None] | None = None,
+        bound: StallBound | None = None,
     ) -> None:
         """`on_stop`: called once the rule holds, before the run's processes are ended (the launcher
         records the stop first, so a launcher killed while it ends them leaves why in job.json).
@@ -56,6 +59,11 @@ class StepClock:
         self.seen: list[float] = []  # the time of each step 1, 2, ... (for the rule)
         self.stop: EarlyStop | None = None
         self.on_stop = on_stop
+        # The hang guard (execution.stall_guard): when the last step (or the launch) was seen, and the
+        # longest interval between two looks that found steps, by the monotonic clock.
+        self.bound = bound
+        self.last_progress = time.monotonic()
+        self.slowest_interval: float | None = None
 
     def poll(self) -> None:
         """Read the complete lines written since the last look; a new step is stamped now."""
@@ -74,6 +82,7 @@ class StepClock:
             return
         complete = chunk[: chunk.rfind(b"\n") + 1]
         stamp = now()
+        had_steps = self.first is not None
         # One reading for the steps of this look: they were logged since the last one.
         reading = self.energy() if self.energy is not None and complete else None
         for line in complete.splitlines(keepends=True):
@@ -84,6 +93,7 @@ class StepClock:
             except (ValueError, AttributeError, RecursionError):  # not verl's line: the summary names it
                 continue
             if isinstance(step, int) and not isinstance(step, bool):
+                self._progress(had_steps)
                 self.first = self.first or (step, stamp)
                 self.last = (step, stamp)
                 if reading is not None:  # it belongs to the last step of the look that made it
@@ -93,6 +103,24 @@ class StepClock:
                 self._apply_rule(step, record.get("data"))
                 if self.stop is not None:
                     return
+
+    def _progress(self, had_steps: bool) -> None:
+        """A step was logged now: the interval since the last one counts toward the bound (not the
+        start-up before the first)."""
+        moment = time.monotonic()
+        if had_steps and moment > self.last_progress:
+            interval = moment - self.last_progress
+            self.slowest_interval = max(self.slowest_interval or 0.0, interval)
+        self.last_progress = moment
+
+    def stalled(self) -> float | None:
+        """How long since the last step (or the launch), when that is past the bound; else None."""
+        if self.bound is None or self.stop is not None:
+            return None
+        waited = time.monotonic() - self.last_progress
+        # After the first step, before an interval is known (its steps came in one look): the predicted step.
+        limit = self.bound.limit_s((self.slowest_interval or 0.0) if self.first is not None else None)
+        return waited if waited > limit else None
 
     def cancel_stop(self) -> None:
         """verl ended on its own, exit 0, as the rule held (it logged its last steps in the same

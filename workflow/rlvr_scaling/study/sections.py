@@ -57,6 +57,9 @@ class Launch(Section):
     unset_environment: list[str] = field(default_factory=list)  # removed before Ray and verl start
     node_interface: str | None = None  # whose IPv4 address each node's Ray uses; None: Ray's own pick
     ray_temp_root: str = "/tmp"  # node-local folder holding each cluster's own Ray temporary folder
+    # The hang guard's least wait for a step (execution.stall_guard): a run quiet for longer than its
+    # bound, never below this, is stopped.
+    stall_floor_minutes: float = 10.0
     # GPU index on a node -> the CPUs closest to it (a Linux CPU list, "49-55"): each verl worker of
     # one GPU binds itself to them (rlvr_scaling.engines.hooks). Empty: no binding.
     gpu_cpu_affinity: dict[int, str] = field(default_factory=dict)
