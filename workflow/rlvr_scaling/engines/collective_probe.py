@@ -24,8 +24,9 @@ import sys
 import time
 from typing import Any
 
+from rlvr_scaling.engines.fabric import NODE_RESOURCE
+
 MARK = "RLVR-COLLECTIVE-REPORT "
-NODE_RESOURCE = "rlvr_node_{}"
 
 
 class Rank:

@@ -22,6 +22,8 @@ import socket
 import struct
 from collections.abc import Iterable
 
+# Each node's own Ray resource (the launcher gives it, the preflight's probe places its ranks by it).
+NODE_RESOURCE = "rlvr_node_{}"
 NODE_VAR = "RLVR_NODE_NAME"  # set by each node's start (Ray's processes inherit it); else the host name
 NCCL_DEBUG_NAMES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 NCCL_FILE_PREFIX = "nccl-"
@@ -43,7 +45,7 @@ def nccl_debug_environment(record_dir: str) -> dict[str, str]:
 # src/init.cc; aws/aws-ofi-nccl src/nccl_ofi_net.cpp).
 USING_NETWORK = re.compile(r"Using network (.+?)\s*$")
 OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([A-Za-z0-9_]+)")
-OWN_TRANSPORTS = {"ib": "ib", "socket": "socket"}
+OWN_TRANSPORTS = ("ib", "socket")  # the library's own, by the names the record uses
 # Without "Using network" (an older build, or output cut short): the transports' own start lines.
 TRANSPORT_LINES = ((re.compile(r"NET/IB ?: Using"), "ib"), (re.compile(r"NET/Socket ?: Using"), "socket"))
 
@@ -67,7 +69,7 @@ def nccl_transport(lines: Iterable[str]) -> tuple[str | None, str | None]:
     if network is not None:
         name, line = network
         if name.lower() in OWN_TRANSPORTS:
-            return OWN_TRANSPORTS[name.lower()], line
+            return name.lower(), line
         # A plugin: libfabric's provider where it said, else the plugin's own name.
         return (f"ofi-{provider[0]}", provider[1]) if provider else (re.sub(r"\W+", "-", name.lower()), line)
     if provider is not None:

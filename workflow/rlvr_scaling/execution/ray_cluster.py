@@ -17,10 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlvr_scaling.engines.fabric import NODE_VAR
+from rlvr_scaling.engines.fabric import NODE_RESOURCE, NODE_VAR
 from rlvr_scaling.errors import StudyError
 
-NODE_RESOURCE = "rlvr_node_{}"
 PROBE = """
 import json, sys, ray
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
