@@ -125,7 +125,7 @@ def test_lumi_without_an_account_stops_before_anything_is_submitted(lumi_workdir
     assert result.returncode != 0
     assert "slurm_account" in result.stderr and "project account" in result.stderr
     assert not (lumi_workdir / ".snakemake" / "slurm_logs").exists()
-    assert not (lumi_workdir / "results" / "logs" / "slurm").exists()  # the LUMI profile's slurm-logdir
+    assert not (lumi_workdir / "results" / "logs" / "slurm").exists()  # the LUMI profile's rlvr-slurm-logdir
 
 
 def test_bad_config_stops_with_key_and_value(workdir: Path) -> None:
