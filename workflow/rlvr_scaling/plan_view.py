@@ -66,8 +66,8 @@ def plan_table(study: Study, plan: list[PlannedRun], root: Path, cost_of: CostOf
     gpus = sum(cost_of(r) * r.gpus_per_node for r in known_runs(plan))
     done = sum(1 for r in known_runs(plan) if measured_node_hours(paths.run_dir(root, r.run_id)) is not None)
     lines.append(
-        f"Total: {sum(known):.1f} node-hours ({gpus:.0f} GPU-hours) over the runs whose workload is known: "
-        f"the {done} done as measured, the others estimated{basis}; by series: "
+        f"Total: {sum(known):.1f} node-hours ({charged_or_gpus(study, sum(known), gpus)}) over the runs whose "
+        f"workload is known: the {done} done as measured, the others estimated{basis}; by series: "
         f"{series_totals(plan, cost_of) or 'none'}."
     )
     if study.config.selection_rule.sweep_order == "sequential" and any("sweep" in r.series for r in known_runs(plan)):
@@ -83,6 +83,17 @@ def plan_table(study: Study, plan: list[PlannedRun], root: Path, cost_of: CostOf
     lines += [f"  pending {r.dataset} {'+'.join(r.series)} n{r.nodes}: {r.pending}" for r in pending]
     lines += site_replacements(study)
     return "\n".join(lines) + "\n"
+
+
+def charged_or_gpus(study: Study, node_hours: float, gpu_hours: float) -> str:
+    """Node-hours in the site's billing unit where it states one (site key `billing`), else GPU-hours."""
+    billing = study.site.billing
+    if not billing.unit:
+        return f"{gpu_hours:.0f} GPU-hours"
+    return (
+        f"{billing.node_hours_in_units(node_hours):.0f} {billing.unit} as the site bills them, "
+        f"{billing.per_node_hour:g} per node-hour: {billing.source}"
+    )
 
 
 def _counts(values: list[int]) -> str:
@@ -274,6 +285,7 @@ def guard_line(study: Study, plan: list[PlannedRun]) -> str | None:
 
 def build_line(study: Study) -> str | None:
     """The image build job as sbatch gets it (study.plan.build_resources), or None without one."""
+    from rlvr_scaling.study.billing import build_charge
     from rlvr_scaling.study.plan import build_resources
 
     if not study.site.container or study.site.scheduler != "slurm":
@@ -289,10 +301,14 @@ def build_line(study: Study) -> str | None:
         else f"its base {base} is NOT on this machine: pull or copy it there before the build "
         "(docs/own-study.md, 'The base image')"
     )
+    charge = build_charge(study.site.billing, job["cpus_per_task"], job["mem_mb"], job["runtime"])
+    billed = (
+        "" if charge is None else f"; billed at most {charge:.0f} {study.site.billing.build_unit} at its time limit"
+    )
     return (
         f"Image build, before the preflight: sbatch --partition={job['slurm_partition']} --account={account} "
         f"--nodes=1 --ntasks=1 --cpus-per-task={job['cpus_per_task']} --mem={job['mem_mb']}M "
-        f"--time={job['runtime']} (no GPU; memory {memory}); {where}."
+        f"--time={job['runtime']} (no GPU; memory {memory}{billed}); {where}."
     )
 
 

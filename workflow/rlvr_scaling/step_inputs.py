@@ -58,6 +58,7 @@ def preflight_settings(study: Study) -> dict[str, Any]:
     site = study.site.to_dict()
     site["hardware"].pop("peak_tflops_bf16", None)  # MFU's divisor, the summaries'
     site.pop("energy", None)  # read beside the run, not by it
+    site.pop("billing", None)  # what the runs cost, not how they run
     return {"config": checked, "site": site}
 
 

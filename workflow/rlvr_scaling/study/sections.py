@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr_scaling.study.billing import Billing
 from rlvr_scaling.study.section_base import Section
 
 # The site (config/sites/<name>.yaml)
@@ -151,6 +152,7 @@ class Site(Section):
     container: Container | None = None  # None: runs use this host's Python
     engine_options: EngineOptions = field(default_factory=EngineOptions)
     energy: Energy = field(default_factory=Energy)
+    billing: Billing = field(default_factory=Billing)
     # The preflight's engine smoke protects an expensive allocation; where the first run costs what a
     # smoke costs (the local site), it proves nothing more and is not run.
     engine_smoke: bool = True
