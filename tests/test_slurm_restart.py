@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from rlvr_scaling.measured.metrics_file import read_metrics_jsonl
 
+from .conftest import PYTHON
 from .conftest import SLURM_TEST_ACCOUNT as ACCOUNT
 from .test_slurm import LONG_RUN, PROFILES, _start, _wait_for_step, jobs_since, our_jobs_gone, slurm_now, study_file
 from .workflow_helpers import SLURM_SNAKEMAKE, assert_no_run_processes, slurm_jobs_from
@@ -47,6 +48,18 @@ def test_a_restarted_controller_waits_on_the_running_job_and_the_run_is_measured
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
     assert [j["id"] for j in slurm_jobs_from(slurm_workdir)] == [job["id"]]  # the run's job lives on
+    # With no controller at all, the live view still sees the run: from the results folder and Slurm.
+    live = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "status", "--running", "--json", "--configfile", config, "--site", "ci-slurm"],
+        cwd=slurm_workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [running] = json.loads(live.stdout)["running"]
+    assert (running["slurm_job_id"], running["state"], running["alive"]) == (job["id"], "RUNNING", True)
+    assert running["steps_planned"] == STEPS and 2 <= running["steps_done"] < STEPS, running
+    assert running["node_list"] and running["expected_end"], running
     # The README's way back after a kill: unlock, then the same command.
     account = {**os.environ, "RLVR_SLURM_ACCOUNT": ACCOUNT}
     subprocess.run(

@@ -169,6 +169,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.across_runs.selection_io import current_plan
+    from rlvr_scaling.live_view import live_document, live_view, render_live, watch
     from rlvr_scaling.status import (
         render_status,
         snakemake_args,
@@ -181,12 +182,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     root = Path(args.root)
     configfiles = [str(Path(path).resolve()) for path in args.configfile]
     study = study_as_snakemake_reads_it(configfiles, args.site)
-    outputs = snakemake_summary(root, snakemake_args(configfiles, args.site))
-    entries = study_status(outputs, current_plan(study, root), root)
-    if args.json:
-        print_json(status_document(study, entries), sys.stdout)
+    plan = current_plan(study, root)
+    if args.watch is not None:
+        return watch(lambda: render_live(study, *live_view(study, plan, root)), args.watch)
+    running, money, now = live_view(study, plan, root)
+    if args.running:
+        document, text = live_document(running, money), render_live(study, running, money, now)
     else:
-        sys.stdout.write(render_status(study, entries))
+        # Snakemake's summary only after the runs' own state: that was read from the results and Slurm.
+        entries = study_status(snakemake_summary(root, snakemake_args(configfiles, args.site)), plan, root)
+        document = {**status_document(study, entries), **live_document(running, money)}
+        text = render_status(study, entries) + "\n" + render_live(study, running, money, now)
+    if args.json:
+        print_json(document, sys.stdout)
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -255,3 +265,11 @@ def add_commands(sub: Any) -> None:
     status.add_argument("--site", default=None, help="as snakemake --config site=... (default: the config's site)")
     status.add_argument("--root", default=".", help="the workflow's working directory (default: .)")
     status.add_argument("--json", action="store_true")
+    status.add_argument(
+        "--running",
+        action="store_true",
+        help="only the runs going on and the node-hours spent: read from the results and Slurm, not Snakemake",
+    )
+    status.add_argument(
+        "--watch", type=float, default=None, metavar="SECONDS", help="redraw the runs going on every SECONDS"
+    )
