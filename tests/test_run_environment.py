@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import pytest
@@ -82,3 +83,26 @@ def test_a_run_records_only_harmless_values_of_the_jobs_environment() -> None:
     assert recorded["WANDB_API_KEY"] == "${WANDB_API_KEY}"
     assert recorded["PIP_INDEX_URL"] == "https://${PIP_USER}:${PIP_SECRET}@pypi.example/simple"
     assert expanded_environment(study, job)["WANDB_API_KEY"] == "wandb-0123456789"
+
+
+def test_the_per_job_folders_are_the_sites_paths_named_by_the_job_id_and_nothing_above_them() -> None:
+    from rlvr_scaling.execution.run_environment import job_folders
+
+    lumi = load_study(sets=["slurm_account=p"], site="lumi")
+    job = {"SLURM_JOB_ID": "4242", "HOME": "/users/me"}
+    assert job_folders(lumi, job) == [
+        "/tmp/cache-4242",
+        "/tmp/hf-4242",
+        "/tmp/inductor-4242",
+        "/tmp/miopen-4242",  # MIOpen's two variables name one folder
+        "/tmp/torch-4242",
+        "/tmp/triton-4242",
+        "/tmp/vllm-4242",
+    ]
+    # A folder whose job-named part is not its own name (a parent shared by jobs below it) is never named,
+    # and outside a Slurm job there is none.
+    shared = dataclasses.replace(
+        lumi.site, environment={"A_DIR": "/scratch/${SLURM_JOB_ID}/cache", "B_DIR": "/tmp/b-${SLURM_JOB_ID}"}
+    )
+    assert job_folders(dataclasses.replace(lumi, site=shared), job) == ["/tmp/b-4242"]
+    assert job_folders(lumi, {"HOME": "/users/me"}) == []

@@ -129,6 +129,10 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
     # Ray's folder was this job's own, node-local (never the shared /tmp/ray), and is gone after it.
     assert job["ray_temp_dir"] == f"/tmp/rlvr-ray-{os.getuid()}-{job['slurm_job_id']}-0"
     assert not Path(job["ray_temp_dir"]).exists()
+    # So were the site's per-job folders (XDG_CACHE_HOME, which the trainer filled), on both nodes.
+    assert job["job_folders"] == [f"/tmp/rlvr-cache-{job['slurm_job_id']}"]
+    assert f"cache written: {job['job_folders'][0]}/standin" in (two / "console.log").read_text()
+    assert not Path(job["job_folders"][0]).exists()
     accounting = subprocess.run(
         ["sacct", "-n", "-X", "-j", job["slurm_job_id"], "-o", "NNodes,State"], capture_output=True, text=True
     ).stdout.split()

@@ -130,6 +130,8 @@ class RayCluster:
     # Ray's sessions, sockets and logs on each node: node-local and this cluster's own (Ray's default
     # /tmp/ray, on a node shared between users, may be another user's: Ray issues 3899, 4593, 20634).
     temp_dir: str | None = None
+    # The site's per-job folders on each node (run_environment.job_folders), removed with Ray's.
+    job_folders: list[str] = field(default_factory=list)
     processes: list[subprocess.Popen] = field(default_factory=list)
     # Each node's address as Ray registered it, once the cluster has formed.
     addresses: dict[str, str] = field(default_factory=dict)
@@ -287,14 +289,16 @@ class RayCluster:
         self.remove_temp_dirs()
 
     def remove_temp_dirs(self) -> None:
-        """Ray's folder on every node, once its processes are gone (this node's directly, the others'
-        through a step of the job)."""
-        if not self.temp_dir:
+        """Ray's folder and the site's per-job folders on every node, once its processes are gone
+        (this node's directly, the others' through a step of the job)."""
+        folders = [folder for folder in [self.temp_dir, *self.job_folders] if folder]
+        if not folders:
             return
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
         for node in self.nodes[1:]:
             step = ["srun", f"--jobid={self.job_id}", "--nodes=1", "--ntasks=1", f"--nodelist={node}", "--overlap"]
             try:
-                subprocess.run([*step, "rm", "-rf", self.temp_dir], capture_output=True, timeout=60, env=self.env)
+                subprocess.run([*step, "rm", "-rf", *folders], capture_output=True, timeout=60, env=self.env)
             except (OSError, subprocess.TimeoutExpired):
                 pass  # node-local: the node's own cleanup at the job's end removes it

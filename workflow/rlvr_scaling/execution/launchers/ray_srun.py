@@ -11,7 +11,7 @@ from typing import Any
 
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.ray_cluster import RayCluster, local_node_ip
-from rlvr_scaling.execution.run_environment import expanded_environment
+from rlvr_scaling.execution.run_environment import expanded_environment, job_folders
 from rlvr_scaling.execution.slurm_nodes import job_nodes
 from rlvr_scaling.inputs.container import python_command
 from rlvr_scaling.study.config import Study
@@ -88,9 +88,12 @@ def start_ray_cluster(
     # Ray workers inherit the raylet's environment, not the driver's: the run's environment goes to
     # every `ray start`.
     env.update(expanded_environment(study, env))
+    cluster.job_folders = job_folders(study, env)
     for name in site.launch.unset_environment:
         env.pop(name, None)
-    job.update(node_list=nodes, ray_head=cluster.head_address, ray_temp_dir=cluster.temp_dir)
+    job.update(
+        node_list=nodes, ray_head=cluster.head_address, ray_temp_dir=cluster.temp_dir, job_folders=cluster.job_folders
+    )
     env["RAY_ADDRESS"] = cluster.head_address
     # Ray 2.60 authenticates with a token: one per run, handed to every node through srun's
     # environment, never written into the run directory.
