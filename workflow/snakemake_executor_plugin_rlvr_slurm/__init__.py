@@ -76,6 +76,11 @@ class Executor(SlurmExecutor):
         from rlvr_scaling.execution.slurm_jobs import jobs_working_for, live_jobs
 
         jobs = live_jobs()
+        if jobs is None:
+            self.logger.warning(
+                f"squeue did not answer: {job_comment(job)} is submitted without checking for a job an "
+                "earlier controller left running for it."
+            )
         working = jobs_working_for(job_comment(job), str(self.workflow.workdir_init), jobs or [])
         if not working:
             super().run_job(job)

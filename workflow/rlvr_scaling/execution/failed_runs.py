@@ -20,6 +20,7 @@ from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.execution.process_cleanup import end_processes
+from rlvr_scaling.execution.slurm_jobs import squeue_states
 from rlvr_scaling.fsutil import write_json
 
 NOTE = "FAILED.txt"
@@ -83,13 +84,13 @@ def write_launcher_identity(staging: Path) -> None:
 
 def _slurm_job_alive(job_id: str) -> bool | None:
     try:
-        result = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=60)
+        states = squeue_states([job_id])
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if result.returncode != 0:
-        # squeue names a finished job "Invalid job id" once the controller has forgotten it.
-        return False if "Invalid job id" in result.stderr else None
-    return bool(result.stdout.strip())
+    if states is None:
+        return None
+    # A job the controller has forgotten (squeue: "Invalid job id") is over.
+    return job_id in states and states[job_id].phase == "live"
 
 
 def launcher_alive(staging: Path) -> bool | None:
