@@ -13,6 +13,8 @@ from rlvr_scaling.execution.live_runs import live_runs
 from rlvr_scaling.live_view import Spent, render_live, spent_line
 from rlvr_scaling.study.config import load_study
 
+from .conftest import PYTHON, REPO
+
 NOW = dt.datetime(2026, 12, 5, 12, 0, 0, tzinfo=dt.UTC)
 
 
@@ -63,3 +65,23 @@ def test_spent_against_the_plan_and_the_budget_in_the_sites_unit() -> None:
         "Spent: 13.00 node-hours (52.0 GPU-hours) (runs done 10.00, failed attempts 2.50, running now 0.50); "
         "the plan in all 190.00; budget 200 node-hours, 6.5% of it spent."
     )
+
+
+def test_a_folder_being_filed_or_holding_odd_records_is_skipped_not_a_crash(tmp_path: Path) -> None:
+    good = _staging(tmp_path, "gsm8k-n1-p2-ok", "2026-12-05T11:00:00+00:00", [1.0], 5, "79")
+    odd = _staging(tmp_path, "gsm8k-n1-p2-odd", "2026-12-05T11:00:00+00:00", [1.0], 5, "80")
+    (odd / "job.json").write_text(json.dumps({"run_id": "x", "start": "not a time", "nodes": None}))
+    empty = tmp_path / "results" / "runs" / ".staging-gsm8k-n1-p2-new-20261205T110000Z-9"
+    empty.mkdir()  # its launcher has not written job.json yet
+    (tmp_path / "results" / "runs" / ".staging-a-file").write_text("")
+    runs = live_runs(tmp_path, NOW, _slurm("79|RUNNING|None\n80|RUNNING|None\n"))
+    assert [run.run_id for run in runs] == ["gsm8k-n1-p2-ok"] and good.exists()
+
+
+def test_watch_takes_only_a_positive_number_of_seconds() -> None:
+    for value in ("0", "-5", "soon"):
+        result = subprocess.run(
+            [PYTHON, "-m", "rlvr_scaling", "status", "--watch", value], capture_output=True, text=True, cwd=REPO
+        )
+        assert result.returncode == 2
+        assert f"--watch has value '{value}': expected a number of seconds above 0" in result.stderr

@@ -150,3 +150,27 @@ def test_the_live_job_for_a_step_is_the_oldest_one_from_the_same_folder(tmp_path
     assert found[1] == LiveJob(
         "40", "PENDING", "rule_run_wildcards_gsm8k-n1-p2-abc", str(tmp_path / "link"), "", "", "1:00:00", "Priority"
     )
+
+
+def test_with_requeue_a_lost_node_or_a_preemption_is_waited_on_and_without_it_is_the_end() -> None:
+    for requeue, phase in ((True, "live"), (False, "failed")):
+        answers = Answers()
+        answers.squeue = (0, "8|NODE_FAIL|None\n9|PREEMPTED|None\n10|TIMEOUT|None\n", "")
+        verdicts = JobWatch(requeue=requeue, run=answers).verdicts(["8", "9", "10"])
+        assert (verdicts["8"].phase, verdicts["9"].phase, verdicts["10"].phase) == (phase, phase, "failed")
+        assert verdicts["8"].state == "NODE_FAIL"
+
+
+def test_a_slurm_command_that_hangs_or_is_missing_is_a_failed_answer_not_an_exception(monkeypatch) -> None:
+    from rlvr_scaling.execution import slurm_jobs
+
+    def hangs(command, **kwargs):
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])
+
+    monkeypatch.setattr(slurm_jobs.subprocess, "run", hangs)
+    answer = slurm_jobs.run_command(["squeue", "--me"])
+    assert answer.returncode == 1 and "squeue: Command '['squeue', '--me']' timed out after 60 seconds" in answer.stderr
+    assert slurm_jobs.live_jobs() is None
+    assert JobWatch().verdicts(["11"])["11"].phase == "live"  # Slurm did not answer: still waited on
+    answer = slurm_jobs.run_command(["no-such-slurm-command-rlvr"])
+    assert answer.returncode == 1 and "no-such-slurm-command-rlvr" in answer.stderr

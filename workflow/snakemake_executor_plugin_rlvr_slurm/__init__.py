@@ -8,8 +8,13 @@ says why):
   wildcards in the job's comment, same working directory) is not submitted again: that job is
   waited on as if this controller had submitted it.
 
-Everything else (sbatch lines, accounts, partitions, logs, cancelling) is the plugin's. The settings
-are the plugin's, under this executor's prefix (`rlvr-slurm-logdir`, ...), and two more below.
+Everything else (sbatch lines, accounts, partitions, logs, cancelling, excluding the nodes a job lost)
+is the plugin's, but for three things: a successful job's Slurm log is kept (a week-long study's
+record); array jobs and jobs on another cluster are refused (their states are not read by one job id
+on this cluster); and a job's comment is the plugin's, which names the rule and its wildcard values
+joined by "_": unambiguous for the rules this workflow submits (run, preflight, container_image: at most
+one wildcard each). The settings are the plugin's, under this executor's prefix (`rlvr-slurm-logdir`,
+...), and two more below; with `rlvr-slurm-requeue`, a job's NODE_FAIL or PREEMPTED is waited on.
 """
 
 from collections.abc import AsyncGenerator
@@ -21,6 +26,7 @@ from snakemake_executor_plugin_slurm import Executor as SlurmExecutor
 from snakemake_executor_plugin_slurm import ExecutorSettings as SlurmExecutorSettings
 from snakemake_executor_plugin_slurm import common_settings
 from snakemake_executor_plugin_slurm.utils import get_job_wildcards
+from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 
 __all__ = ["Executor", "ExecutorSettings", "common_settings"]
@@ -68,13 +74,26 @@ class Executor(SlurmExecutor):
         from rlvr_scaling.execution.slurm_jobs import JobWatch
 
         settings = self.workflow.executor_settings
+        if settings.array_jobs:
+            # Array tasks are known to squeue as <id>_<task> and to sacct by another id: not read here.
+            raise WorkflowError(
+                "rlvr-slurm reads job states by job id: array jobs (rlvr-slurm-array-jobs) are not supported"
+            )
         self.job_watch = JobWatch(
-            accounting=not settings.no_accounting, vanished_after_s=settings.vanished_after_seconds
+            accounting=not settings.no_accounting,
+            vanished_after_s=settings.vanished_after_seconds,
+            requeue=bool(settings.requeue),
         )
 
     def run_job(self, job: Any) -> None:
         from rlvr_scaling.execution.slurm_jobs import jobs_working_for, live_jobs
 
+        if any(job.resources.get(key) for key in ("cluster", "clusters", "slurm_cluster")):
+            # squeue and sacct are asked on the local cluster only.
+            self._report_job_error_threadsafe(
+                SubmittedJobInfo(job), "rlvr-slurm submits to one cluster: drop the job's cluster resource"
+            )
+            return
         jobs = live_jobs()
         if jobs is None:
             self.logger.warning(
@@ -98,6 +117,10 @@ class Executor(SlurmExecutor):
             SubmittedJobInfo(job, external_jobid=adopted.job_id, aux={"slurm_logfile": log / f"{adopted.job_id}.log"})
         )
 
+    def _exclude_failed_nodes(self, job_id: str) -> None:
+        """As the plugin does: later jobs avoid the nodes a job lost (its --exclude)."""
+        self._failed_nodes.update(_failed_nodes_of(job_id))
+
     async def check_active_jobs(self, active_jobs: list[SubmittedJobInfo]) -> AsyncGenerator[SubmittedJobInfo, None]:
         if not active_jobs:
             return
@@ -116,11 +139,20 @@ class Executor(SlurmExecutor):
                     self.logger.warning(f"{verdict.message}; its outputs are all there, so it is taken as done.")
                 self.report_job_success(j)
             else:
-                self.report_job_error(j, msg=verdict.message, aux_logs=logs)
+                if verdict.state == "NODE_FAIL":
+                    self._exclude_failed_nodes(j.external_jobid)
+                self.report_job_error(j, msg=f"{verdict.message}. ", aux_logs=logs)
         initial = self.workflow.executor_settings.init_seconds_before_status_checks or 40
         self.next_seconds_between_status_checks = (
             initial if any_finished else min(self.next_seconds_between_status_checks + BACKOFF_STEP_S, BACKOFF_MAX_S)
         )
+
+
+def _failed_nodes_of(job_id: str) -> set[str]:
+    from rlvr_scaling.execution.slurm_jobs import run_command
+
+    answer = run_command(["sacct", "-j", job_id, "-n", "-X", "-o", "NodeList%-256"])
+    return {line.strip() for line in answer.stdout.splitlines() if line.strip()} if answer.returncode == 0 else set()
 
 
 def outputs_present(job_info: SubmittedJobInfo) -> bool:

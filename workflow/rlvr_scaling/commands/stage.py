@@ -167,6 +167,16 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return 1
 
 
+def positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"--watch has value {text!r}: expected a number of seconds above 0")
+    return seconds
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.across_runs.selection_io import current_plan
     from rlvr_scaling.live_view import live_document, live_view, render_live, watch
@@ -271,5 +281,5 @@ def add_commands(sub: Any) -> None:
         help="only the runs going on and the node-hours spent: read from the results and Slurm, not Snakemake",
     )
     status.add_argument(
-        "--watch", type=float, default=None, metavar="SECONDS", help="redraw the runs going on every SECONDS"
+        "--watch", type=positive_seconds, default=None, metavar="SECONDS", help="redraw the runs going on every SECONDS"
     )

@@ -96,5 +96,14 @@ def live_runs(root: Path, now: dt.datetime | None = None, run: Runner = run_comm
     """Every run with a staging folder under results/runs/, oldest first."""
     now = now or dt.datetime.now(dt.UTC)
     runs_dir = paths.results_dir(root) / "runs"
-    found = [live_run(staging, now, run) for staging in sorted(runs_dir.glob(".staging-*")) if staging.is_dir()]
+    found = [_readable(staging, now, run) for staging in sorted(runs_dir.glob(".staging-*"))]
     return sorted((r for r in found if r is not None), key=lambda r: r.started)
+
+
+def _readable(staging: Path, now: dt.datetime, run: Runner) -> LiveRun | None:
+    """A staging folder's run, or None for one that is filed or committed while it is read (its folder
+    renamed away) or whose records are not yet (or no longer) what the launcher writes."""
+    try:
+        return live_run(staging, now, run) if staging.is_dir() else None
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None

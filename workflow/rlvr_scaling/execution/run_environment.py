@@ -106,18 +106,14 @@ def job_folders(study: Study, job_environment: dict[str, str]) -> list[str]:
     """The node-local folders the site names per job (a variable whose value is an absolute path
     built with ${SLURM_JOB_ID}: LUMI's HF, vLLM, Triton, Inductor, torch and MIOpen caches), as this
     job expands them. Each node's launcher removes them at the run's end: on LUMI /tmp is the node's
-    memory, and another job's run may follow on the node. A path is taken only if the job's id is in
-    its last part, so no shared parent folder can be named."""
-    job_id = job_environment.get("SLURM_JOB_ID")
-    if not job_id:
+    memory, and another job's run may follow on the node. A path is taken only if ${SLURM_JOB_ID} is
+    in the folder's own name as the site writes it, so no folder shared by jobs can be named."""
+    if not job_environment.get("SLURM_JOB_ID"):
         return []
-    templates = {key: value for key, value in environment_templates(study).items() if JOB_ID_REFERENCE in value}
+    named = [
+        key
+        for key, template in environment_templates(study).items()
+        if template.startswith("/") and JOB_ID_REFERENCE in template.rstrip("/").rsplit("/", 1)[-1]
+    ]
     expanded = expanded_environment(study, job_environment)
-    folders = {
-        expanded[key]
-        for key in templates
-        if expanded[key].startswith("/")
-        and ":" not in expanded[key]
-        and job_id in expanded[key].rstrip("/").rsplit("/", 1)[-1]
-    }
-    return sorted(folders)
+    return sorted({expanded[key] for key in named if ":" not in expanded[key]})

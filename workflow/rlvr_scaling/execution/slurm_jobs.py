@@ -53,6 +53,7 @@ FAILED_STATES = frozenset(
         "TIMEOUT",
     }
 )
+REQUEUED_ON = frozenset({"NODE_FAIL", "PREEMPTED"})
 SQUEUE_FORMAT = "%i|%T|%r"
 SACCT_FORMAT = "JobIdRaw,State,ExitCode,Reason"
 # What squeue prints when none of the ids asked for is still held by the controller: an answer
@@ -89,6 +90,7 @@ class Verdict:
     job_id: str
     phase: str  # live, succeeded, failed or vanished
     message: str
+    state: str = ""  # Slurm's state, where a source gave one
 
 
 def _reason(text: str) -> str:
@@ -129,7 +131,12 @@ Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
 
 
 def run_command(command: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    """A Slurm command's answer; one that hangs or cannot start is a failed answer, never an exception
+    (the executor's threads and the status view go on, and take Slurm as not answering)."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return subprocess.CompletedProcess(command, 1, "", f"{command[0]}: {exc}")
 
 
 def squeue_states(job_ids: list[str], run: Runner = run_command) -> dict[str, JobState] | None:
@@ -157,6 +164,9 @@ class JobWatch:
 
     accounting: bool = True
     vanished_after_s: float = 900.0
+    # Jobs submitted with --requeue: Slurm puts a job that lost a node or was preempted back in the
+    # queue under the same id, so those states are not its end.
+    requeue: bool = False
     run: Runner = run_command
     clock: Callable[[], float] = time.monotonic
     unknown_since: dict[str, float] = field(default_factory=dict)
@@ -179,7 +189,8 @@ class JobWatch:
         now = self.clock()
         if state is not None:
             self.unknown_since.pop(job_id, None)
-            return Verdict(job_id, state.phase, state.describe())
+            requeued = self.requeue and state.state in REQUEUED_ON
+            return Verdict(job_id, "live" if requeued else state.phase, state.describe(), state.state)
         if not answered:
             # Slurm did not answer: the time it was away does not count towards vanishing.
             self.unknown_since.pop(job_id, None)
