@@ -30,7 +30,7 @@ def test_each_run_and_output_gets_its_state_and_why(tmp_path: Path) -> None:
     note = tmp_path / "results" / "failed" / "gsm8k-n1-p4-b" / "20260101T000000Z" / "FAILED.txt"
     note.parent.mkdir(parents=True)
     note.write_text("run gsm8k-n1-p4-b was killed (SIGKILL)\nmore\n")
-    text = _summary(
+    text = text_of_summary = _summary(
         ("results/runs/gsm8k-n1-p2-a", "run", "ok", "no update"),
         ("results/runs/gsm8k-n1-p4-b", "run", "missing", "update pending"),
         ("results/runs/gsm8k-n1-p8-c", "run", "missing", "update pending"),
@@ -63,6 +63,11 @@ def test_each_run_and_output_gets_its_state_and_why(tmp_path: Path) -> None:
     assert counts["runs"]["complete"] == 1 and counts["runs"]["failed"] == 1 and counts["tables"]["complete"] == 1
     text = render_status(load_study(), entries)
     assert "gsm8k-n1-p4-b" in text and "failed" in text and "Other outputs not complete:" in text
+    # A run going on now (its staging folder, its job alive) is running, not missing nor failed.
+    going_on = {"gsm8k-n1-p8-c": "step 3 of 10, Slurm job 77", "gsm8k-n1-p4-b": "step 0 of 10"}
+    live = {e.name: e for e in study_status(parse_summary(text_of_summary), plan, tmp_path, going_on)}
+    assert (live["gsm8k-n1-p8-c"].state, live["gsm8k-n1-p8-c"].why) == ("running", "step 3 of 10, Slurm job 77")
+    assert live["gsm8k-n1-p4-b"].state == "running" and live["gsm8k-n1-p2-a"].state == "complete"
 
 
 def test_no_summary_is_an_error_with_snakemakes_words() -> None:

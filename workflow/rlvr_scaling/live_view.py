@@ -105,6 +105,11 @@ def render_live(study: Study, running: list[LiveRun], money: Spent, now: dt.date
     return "\n".join([*lines, spent_line(study, money)]) + "\n"
 
 
+def where_it_stands(run: LiveRun) -> str:
+    job = f", Slurm job {run.slurm_job_id}" if run.slurm_job_id else ""
+    return f"step {run.steps_done} of {run.steps_planned}{job}"
+
+
 def live_document(running: list[LiveRun], money: Spent) -> dict[str, Any]:
     return {"running": [asdict(run) for run in running], "spent": {**asdict(money), "total": money.total}}
 

@@ -39,7 +39,7 @@ STAGES = {
     "report": "report",
     "bundle": "bundle",
 }
-STATES = ("complete", "stale", "failed", "missing", "pending")
+STATES = ("complete", "running", "stale", "failed", "missing", "pending")
 
 
 @dataclass(frozen=True)
@@ -102,9 +102,11 @@ def last_failure(root: Path, run_id: str) -> str | None:
     return f"{lines[0] if lines else 'no note'} ({attempts[-1].parent.relative_to(paths.results_dir(root))})"
 
 
-def _entry(output: OutputState, root: Path) -> Entry:
+def _entry(output: OutputState, root: Path, running: dict[str, str]) -> Entry:
     stage = STAGES[output.rule]
     name = Path(output.path).name if stage == "runs" else output.path
+    if stage == "runs" and name in running:
+        return Entry(stage, name, "running", running[name])
     if output.status == "missing":
         failure = last_failure(root, name) if stage == "runs" else None
         return Entry(stage, name, "failed", failure) if failure else Entry(stage, name, "missing")
@@ -114,11 +116,14 @@ def _entry(output: OutputState, root: Path) -> Entry:
     return Entry(stage, name, "complete")
 
 
-def study_status(outputs: list[OutputState], plan: list[Any], root: Path) -> list[Entry]:
+def study_status(
+    outputs: list[OutputState], plan: list[Any], root: Path, running: dict[str, str] | None = None
+) -> list[Entry]:
     """Every output of the workflow's stages, then the runs Snakemake cannot name yet: those waiting
     for a first selection, the sweep points a sequential sweep has not reached, and the scaling runs
-    of a selection that is made again first (which may choose another workload)."""
-    entries = [_entry(output, root) for output in outputs if output.rule in STAGES]
+    of a selection that is made again first (which may choose another workload). `running`: the runs
+    going on now (run id: where it stands), which Snakemake sees only as missing."""
+    entries = [_entry(output, root, running or {}) for output in outputs if output.rule in STAGES]
     named = {entry.name for entry in entries if entry.stage == "runs"}
     for run in plan:
         if isinstance(run, PendingRun):

@@ -179,7 +179,7 @@ def positive_seconds(text: str) -> float:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.across_runs.selection_io import current_plan
-    from rlvr_scaling.live_view import live_document, live_view, render_live, watch
+    from rlvr_scaling.live_view import live_document, live_view, render_live, watch, where_it_stands
     from rlvr_scaling.status import (
         render_status,
         snakemake_args,
@@ -200,7 +200,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         document, text = live_document(running, money), render_live(study, running, money, now)
     else:
         # Snakemake's summary only after the runs' own state: that was read from the results and Slurm.
-        entries = study_status(snakemake_summary(root, snakemake_args(configfiles, args.site)), plan, root)
+        going_on = {run.run_id: where_it_stands(run) for run in running if run.alive}
+        entries = study_status(snakemake_summary(root, snakemake_args(configfiles, args.site)), plan, root, going_on)
         document = {**status_document(study, entries), **live_document(running, money)}
         text = render_status(study, entries) + "\n" + render_live(study, running, money, now)
     if args.json:
