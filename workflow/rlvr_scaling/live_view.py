@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from rlvr_scaling.analysis.cost.budget import failed_attempts_cost, runs_cost, study_cost
+from rlvr_scaling.analysis.cost.budget import failed_attempts_cost, study_cost
 from rlvr_scaling.execution.live_runs import LiveRun, live_runs
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PlannedRun
@@ -36,10 +36,11 @@ class Spent:
 
 
 def spent(study: Study, plan: list[PlannedRun], root: Path, running: list[LiveRun]) -> Spent:
-    cost = study_cost(study, plan, root)
+    cost = study_cost(study, plan, root)  # its spent: the runs done and the failed attempts
+    failed = failed_attempts_cost(root)
     return Spent(
-        done=runs_cost(root),
-        failed=failed_attempts_cost(root),
+        done=cost.spent - failed,
+        failed=failed,
         running=sum(run.node_hours for run in running if run.alive),
         plan_total=cost.total,
         budget=cost.budget,
