@@ -23,6 +23,7 @@ from rlvr_scaling.snakemake_api import (
     results_root_or_exit,
     container_files,
     dataset_sources,
+    local_job_words,
     effective_config_path,
     step_inputs,
     study_config_or_exit,
@@ -56,6 +57,7 @@ CLI = (
 )
 STUDY_ARGS = f"--config {STUDY_FILE}"
 MODEL_DIR = f"results/models/{SITE}"
+LOCAL_JOB = local_job_words(STUDY)
 # The bundle's directory: it holds <study>-<site>-<date>.tar.gz, dated by the day its last run ended,
 # which is known only once the runs are done.
 BUNDLE = f"results/bundle/{STUDY.name}-{SITE}"

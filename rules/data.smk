@@ -12,6 +12,9 @@ rule dataset:
         dataset_files("{dataset}"),
     log:
         f"results/logs/data/{SITE}-{{dataset}}.log",
+    # A dry run prints a local job like a Slurm job, with the profile's resources: this says where it runs.
+    message:
+        f"rule dataset: {{wildcards.dataset}} into {{output[2]}}, {LOCAL_JOB}"
     params:
         cli=CLI,
         study=STUDY_ARGS,

@@ -8,6 +8,8 @@ rule model:
         directory(MODEL_DIR),
     log:
         f"results/logs/model-{SITE}.log",
+    message:
+        f"rule model: into {{output}}, {LOCAL_JOB}"
     params:
         cli=CLI,
         study=STUDY_ARGS,

@@ -56,10 +56,15 @@ def test_a_local_jsonl_dataset_is_built_with_its_reward_file_locked_and_a_change
     study = load_study(example(tmp_path, my_problems={"source": str(data)}), site="lumi")
     manifest = prepare_dataset(study, "my_problems", tmp_path / "out")
     train = pd.read_parquet(tmp_path / "out" / "train.parquet")
-    assert (manifest["files"]["train"]["rows"], manifest["files"]["val"]["rows"]) == (38, 2)
+    assert (manifest["files"]["train"]["rows"], manifest["files"]["val"]["rows"]) == (398, 2)
     first = json.loads(data.read_text().splitlines()[0])
     row = train.iloc[0] if train.iloc[0]["extra_info"]["index"] == 0 else None
-    assert row is not None and row["reward_model"]["ground_truth"] == first["target"].rsplit(":", 1)[1].strip()
+    # "19 x 460 = 8,740. The answer is: 8,740." by the number rule: separators and the period gone.
+    assert first["target"].endswith("The answer is: 8,740.") and row is not None
+    assert row["reward_model"]["ground_truth"] == str(19 * 460)
+    # Every row's own worked answer earns the example reward's full score.
+    check = manifest["self_check"]
+    assert (check["ran"], check["rows"], check["passing"], check["failing"]) == (True, 400, 400, [])
     assert row["prompt"][0]["content"].startswith(f"Solve: {first['item']['text']}")
     reward = REPO / "config/examples/rewards/number_match.py"
     copied = tmp_path / "out" / "reward.py"

@@ -42,6 +42,7 @@ datasets:
     prompt: "Solve: {{question}}\\nEnd with 'The answer is: <number>'."
     ability: arithmetic
     reward: {{file: {reward}, function: constant_quarter}}
+    self_check: {{full_score: 0.25}}   # the data stage's self-check: this reward's full score
     max_prompt_length: 96
     max_response_length: 16
     memory: {{recompute: false, offload: false, token_budget: 2048}}
@@ -98,4 +99,37 @@ def test_a_local_file_dataset_with_its_own_reward_through_to_a_verified_bundle(w
     top = bundle.name.removesuffix(".tar.gz")
     inside = subprocess.run(["tar", "xzOf", str(bundle), copies[0]], capture_output=True, check=True).stdout
     assert inside == reward.read_bytes() and copies[0].startswith(top)
+    assert_no_run_processes()
+
+
+def test_the_shipped_example_tried_here_first_runs_to_a_run_summary(workdir: Path) -> None:
+    """docs/own-study.md, "Try it here first": the example study on the local site, its own dataset
+    (a local file, the number rule, its own reward) kept, shrunk by the site's toy_scale, to one run's
+    summary through the real verl trainer. Its hub dataset is left out (only_datasets): nothing is
+    downloaded at test time."""
+    example = REPO / "config" / "examples" / "own-study.yaml"
+    config = ["site=local", "only_datasets=[my_problems]"]
+    planned = subprocess.run(
+        [PYTHON, "-m", "rlvr_scaling", "plan", "--json", "--config", str(example)]
+        + [arg for c in config for arg in ("--set", c)],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        check=True,
+    )
+    first = json.loads(planned.stdout)[0]
+    # The site's rule: a one-node sweep of 1 and 2 prompts, responses of at most 32 tokens.
+    assert (first["dataset"], first["nodes"], first["prompts"], first["max_response_length"]) == (
+        "my_problems",
+        1,
+        1,
+        32,
+    )
+    target = f"results/summaries/{first['run_id']}.json"
+    snakemake(workdir, "--cores", "2", "--configfile", str(example), "--config", *config, "--", target)
+    summary = json.loads((workdir / target).read_text())
+    assert (summary["run_id"], summary["status"], len(summary["steps"])) == (first["run_id"], "succeeded", 11)
+    manifest = json.loads((workdir / "results/data/local/my_problems/manifest.json").read_text())
+    check = manifest["self_check"]
+    assert (check["passing"], check["rows"]) == (400, 400) and check["scorer"].endswith("number_match.py:compute_score")
     assert_no_run_processes()

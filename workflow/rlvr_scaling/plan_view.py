@@ -293,7 +293,8 @@ def build_line(study: Study) -> str | None:
     job = build_resources(study)
     slurm = study.site.slurm
     memory = "measured" if slurm.build_mem_measured else "an estimate until measured: docs/lumi.md"
-    account = job["slurm_account"] or "none"
+    # No account: sbatch gets none (the site's default, where it has one), so the line shows none.
+    account = f" --account={job['slurm_account']}" if job["slurm_account"] else ""
     base = study.site.container.base_image
     where = (
         f"its base {base} is here"
@@ -306,7 +307,7 @@ def build_line(study: Study) -> str | None:
         "" if charge is None else f"; billed at most {charge:.0f} {study.site.billing.build_unit} at its time limit"
     )
     return (
-        f"Image build, before the preflight: sbatch --partition={job['slurm_partition']} --account={account} "
+        f"Image build, before the preflight: sbatch --partition={job['slurm_partition']}{account} "
         f"--nodes=1 --ntasks=1 --cpus-per-task={job['cpus_per_task']} --mem={job['mem_mb']}M "
         f"--time={job['runtime']} (no GPU; memory {memory}{billed}); {where}."
     )
@@ -362,6 +363,16 @@ def _dataset_label(study: Study, name: str) -> str:
 def datasets_line(study: Study) -> str:
     """The study's datasets: where each comes from and what scores it."""
     return "Datasets: " + ", ".join(_dataset_label(study, name) for name in study.datasets)
+
+
+def jobs_line(study: Study) -> str | None:
+    """Which jobs a Slurm site's workflow submits and which it runs where Snakemake runs."""
+    if study.site.scheduler != "slurm":
+        return None
+    return (
+        "Jobs: the data, the model and every analysis step run where Snakemake runs (the login node; the "
+        "Snakefile's localrules), the image build, the preflight and the runs as Slurm jobs."
+    )
 
 
 def study_line(study: Study, plan: list[PlannedRun]) -> str:

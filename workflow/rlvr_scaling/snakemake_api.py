@@ -23,6 +23,7 @@ from rlvr_scaling.inputs.container import image_path, recipe_path, record_path
 from rlvr_scaling.inputs.data_check import check_inputs
 from rlvr_scaling.inputs.reward_file import reward_path
 from rlvr_scaling.inputs.sources import local_split_files
+from rlvr_scaling.inputs.step_size import check_step_sizes
 from rlvr_scaling.plan_view import site_note, study_line
 from rlvr_scaling.step_inputs import STEP_MODULES, settings_path, settings_steps, step_code
 from rlvr_scaling.study.config import (
@@ -99,6 +100,7 @@ def announce(lookup: Lookup) -> None:
     """The study's datasets and run count, as `rlvr-scaling plan` prints them first."""
     try:
         print(f"rlvr-scaling: {study_line(lookup.study, lookup.plan())}", file=sys.stderr)
+        check_step_sizes(lookup.study, lookup.plan(), lookup.root)
     except StudyError as exc:
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -242,6 +244,13 @@ def step_inputs(study: Study) -> dict[str, dict[str, Any]]:
         step: {"settings": settings_path(study, step), "code": step_code(step) if step in STEP_MODULES else []}
         for step in settings_steps(study)
     }
+
+
+def local_job_words(study: Study) -> str:
+    """Where a local rule's job runs, for the dry run's job messages (which print every job alike)."""
+    if study.site.scheduler == "slurm":
+        return "run by Snakemake on this machine (the login node), not submitted to Slurm"
+    return "run on this machine"
 
 
 def dataset_sources(study: Study, dataset: str) -> list[str]:

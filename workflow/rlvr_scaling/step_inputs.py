@@ -59,6 +59,7 @@ def preflight_settings(study: Study) -> dict[str, Any]:
     site["hardware"].pop("peak_tflops_bf16", None)  # MFU's divisor, the summaries'
     site.pop("energy", None)  # read beside the run, not by it
     site.pop("billing", None)  # what the runs cost, not how they run
+    site.pop("toy_scale", None)  # applied to the config, which is checked
     return {"config": checked, "site": site}
 
 
@@ -69,7 +70,7 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
     kind, _, part = step.partition("@")
     if kind == "dataset" and part in config.datasets:
         data = config.datasets[part]
-        return {"name": part, **data.build_settings()}
+        return {"name": part, **data.build_settings(), "self_check": data.self_check.to_dict()}
     if step == "model":
         model = config.model
         return {

@@ -15,7 +15,7 @@ from rlvr_scaling import paths
 def load_study_of(args: argparse.Namespace):
     from rlvr_scaling.study.config import load_study
 
-    return load_study(args.config, sets=args.sets, site=args.site)
+    return load_study(args.config or [paths.DEFAULT_CONFIG], sets=args.sets, site=args.site)
 
 
 def at_root(args: argparse.Namespace, value: str) -> Path:
@@ -36,7 +36,13 @@ def results_of(args: argparse.Namespace):
 
 
 def study_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=str(paths.DEFAULT_CONFIG), help="study file (default: %(default)s)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=None,
+        help=f"study file; several are read in order, as snakemake --configfile A B reads them (default: "
+        f"{paths.DEFAULT_CONFIG})",
+    )
     parser.add_argument("--site", default=None, help="site name in config/sites/ (default: the config's site)")
     parser.add_argument(
         "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="override a dotted config key"

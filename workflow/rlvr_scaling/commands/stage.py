@@ -17,11 +17,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.across_runs.selection_io import current_plan, skipped_sweep_points
     from rlvr_scaling.analysis.cost.budget import budget_line, cost_function, study_cost
     from rlvr_scaling.inputs.data_check import check_inputs
+    from rlvr_scaling.inputs.step_size import check_step_sizes
     from rlvr_scaling.plan_view import (
         build_line,
         datasets_line,
         fabric_line,
         guard_line,
+        jobs_line,
         lock_line,
         memory_table,
         plan_records,
@@ -42,6 +44,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 0
     root = Path(args.root)
     plan = current_plan(study, root)
+    check_step_sizes(study, plan, root)
     if not args.json:
         cost_of, basis = cost_function(study, plan, root)
         sys.stdout.write(plan_table(study, plan, root, cost_of, basis))
@@ -51,7 +54,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(budget_line(study_cost(study, plan, root)))
         for line in memory_table(study, plan, root):
             print(line)
-        lines = (release_line(study), build_line(study), fabric_line(study, plan), guard_line(study, plan))
+        lines = (
+            jobs_line(study),
+            release_line(study),
+            build_line(study),
+            fabric_line(study, plan),
+            guard_line(study, plan),
+        )
         for line in lines:
             if line:
                 print(line)
@@ -68,10 +77,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_data(args: argparse.Namespace) -> int:
     from rlvr_scaling.inputs.data import prepare_dataset
+    from rlvr_scaling.inputs.self_check import summary_line
 
     manifest = prepare_dataset(load_study_of(args), args.dataset, Path(args.output))
     rows = {split: f["rows"] for split, f in manifest["files"].items()}
     print(f"dataset {args.dataset} ({manifest['source']}) written to {args.output}: {rows}")
+    print(summary_line(args.dataset, manifest["self_check"]))
+    for warning in manifest["self_check"]["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_data_preview(args: argparse.Namespace) -> int:
+    from rlvr_scaling.inputs.preview import preview
+
+    study = load_study_of(args)
+    names = [args.dataset] if args.dataset else study.datasets
+    if args.dataset and args.dataset not in study.datasets:
+        raise StudyError(f"--dataset {args.dataset!r}: the study has {', '.join(study.datasets)}")
+    print("\n".join(preview(study, names, args.rows, Path(args.root))))
     return 0
 
 
@@ -224,6 +248,11 @@ def add_commands(sub: Any) -> None:
     data = add_command(sub, "data", cmd_data, "prepare one dataset in verl's schema, with a manifest")
     data.add_argument("--dataset", required=True)
     data.add_argument("--output", required=True, help="directory for train.parquet, val.parquet, manifest.json")
+    data_preview = add_command(
+        sub, "data-preview", cmd_data_preview, "show prepared rows as the model sees them, and the reward's self-check"
+    )
+    data_preview.add_argument("--dataset", default=None, help="one dataset (default: every dataset of the study)")
+    data_preview.add_argument("--rows", type=int, default=2, help="training rows shown per dataset (default: 2)")
     model = add_command(sub, "model", cmd_model, "download the study's model, or build the tiny local one")
     model.add_argument("--output", required=True)
     definition = add_command(

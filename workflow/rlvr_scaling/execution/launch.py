@@ -36,6 +36,7 @@ from rlvr_scaling.execution.step_clock import POLL_SECONDS, StepClock, keep_step
 from rlvr_scaling.execution.watchdog import Guard
 from rlvr_scaling.inputs.container import module_environment, record_path, require_runtime
 from rlvr_scaling.inputs.container_build import base_changed_since_build
+from rlvr_scaling.inputs.step_size import step_problem
 from rlvr_scaling.measured.adaptive_steps import StopRule
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import Run
@@ -59,10 +60,9 @@ def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -
     if not manifest_path.exists():
         raise StudyError(f"dataset {run.dataset} is missing: {manifest_path} (run the data stage first)")
     rows = json.loads(manifest_path.read_text())["files"]["train"]["rows"]
-    if rows < run.prompts:
-        raise StudyError(
-            f"run {run.run_id} needs {run.prompts} prompts per step but {run.dataset} has only {rows} training rows"
-        )
+    too_large = step_problem(study, run, rows, f"counted by the data stage ({manifest_path})")
+    if too_large:
+        raise StudyError(too_large)
     model = paths.model_dir(root, study.site_name)
     if not (model / "config.json").exists():
         raise StudyError(f"model is missing: {model} (run the model stage first)")

@@ -11,6 +11,7 @@ checksum recorded in the manifest: the runs load that copy.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from rlvr_scaling.inputs import synthetic
 from rlvr_scaling.inputs.hub import hub_call
 from rlvr_scaling.inputs.input_lock import LOCAL_REVISION, check_files, locked_entry, record
 from rlvr_scaling.inputs.reward_file import REWARD_COPY, reward_path
-from rlvr_scaling.inputs.rows import verl_rows
+from rlvr_scaling.inputs.rows import PreparedRow, prepared_rows
+from rlvr_scaling.inputs.self_check import check_rows
 from rlvr_scaling.inputs.sources import is_glob, local_root, local_split_files, matching, read_records
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.sections import Dataset
@@ -163,7 +165,22 @@ def _reward_provenance(name: str, spec: Dataset) -> tuple[dict[str, Any], Path |
     }, path
 
 
-def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LoadedDataset:
+    """A dataset's rows built in memory, before anything is written."""
+
+    spec: Dataset
+    rows: dict[str, list[PreparedRow]]
+    provenance: dict[str, Any]
+    lock_after: bool  # an input the lock does not hold yet: record it once the dataset is written
+    reward_file: Path | None
+
+    def all_rows(self) -> list[PreparedRow]:
+        return [row for split in ("train", "val") for row in self.rows[split]]
+
+
+def load_dataset(study: Study, dataset: str) -> LoadedDataset:
+    """The dataset's rows from its source (downloaded, read or generated), as the data stage builds them."""
     if dataset not in study.datasets:
         raise StudyError(f"unknown dataset {dataset!r}: the study has {', '.join(study.datasets)}")
     spec = study.dataset(dataset)
@@ -180,20 +197,30 @@ def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
         seed = seed_of(str(spec.revision))
         splits = synthetic.records(str(spec.generator), seed)
         provenance.update(revision=spec.revision, generator="rlvr_scaling.inputs.synthetic", seed=seed)
+        # The generator made both splits: nothing to deduplicate or hold out.
+        spec = Dataset.from_dict({**spec.to_dict(), "deduplicate": False})
     elif spec.kind == "local":
         splits, found, lock_after = _local_records(dataset, spec)
         provenance.update(found)
     else:
         splits, found, lock_after = _hub_records(dataset, spec)
         provenance.update(found)
-    if spec.kind == "synthetic":  # the generator made both splits: nothing to deduplicate or hold out
-        spec = Dataset.from_dict({**spec.to_dict(), "deduplicate": False})
-    rows = verl_rows(dataset, spec, splits)
+    rows = prepared_rows(dataset, spec, splits)
+    return LoadedDataset(study.dataset(dataset), rows, provenance, lock_after, reward_file)
+
+
+def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
+    """The data stage: rows built, the reward's self-check passed (inputs.self_check: a failure writes
+    nothing), then the files and the manifest written, then the input locked."""
+    loaded = load_dataset(study, dataset)
+    provenance = loaded.provenance
+    provenance["self_check"] = check_rows(dataset, loaded.spec, loaded.all_rows(), loaded.reward_file)
     import pandas as pd
 
-    frames = {split: pd.DataFrame(split_rows) for split, split_rows in rows.items()}
-    manifest = write_dataset(frames, output, provenance, reward_file)
-    if lock_after:  # after the dataset is written: a failed conversion locks nothing
+    frames = {split: pd.DataFrame([p.row for p in rows]) for split, rows in loaded.rows.items()}
+    manifest = write_dataset(frames, output, provenance, loaded.reward_file)
+    if loaded.lock_after:  # after the dataset is written: a failed conversion locks nothing
+        spec = loaded.spec
         revision = LOCAL_REVISION if spec.kind == "local" else str(spec.revision)
         commit = provenance.get("commit", LOCAL_REVISION)
         record("dataset", spec.source, revision, commit, provenance["upstream_sha256"])

@@ -9,7 +9,9 @@ The row's data_source selects verl's scorer (verl.utils.reward_score.default_com
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from rlvr_scaling.errors import StudyError
@@ -56,11 +58,44 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+# A number as answers write it: a sign, thousands separators (1,250), a decimal part (3.50, .5). A
+# period not followed by a digit is the sentence's, not the number's ("1,250." is 1250).
+NUMBER = re.compile(r"[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+\u2212]?\.\d+")
+
+
+def canonical_number(text: str) -> str:
+    """One written form of a number: no '+', no thousands separators, no trailing zeros of a decimal
+    part, no '-0' ('+1,250.00' -> '1250', '3.50' -> '3.5', '-.5' -> '-0.5')."""
+    negative = text[0] in "-\u2212"
+    digits = text.lstrip("+-\u2212").replace(",", "")
+    whole, _, fraction = digits.partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    written = f"{whole}.{fraction}" if fraction else whole
+    return f"-{written}" if negative and written != "0" else written
+
+
+def number_in(text: str, after_marker: str | None) -> str:
+    """The number rule: the first number after the last marker, or the last number of the text;
+    ValueError saying why there is none."""
+    if after_marker is not None:
+        if after_marker not in text:
+            raise ValueError(f"the answer has no {after_marker!r}: {text[-80:]!r}")
+        found = NUMBER.search(text.rsplit(after_marker, 1)[1])
+    else:
+        found = ([None, *NUMBER.finditer(text)])[-1]
+    if found is None:
+        where = f"after the last {after_marker!r}" if after_marker is not None else ""
+        raise ValueError(f"the answer has no number {where}: {text[-80:]!r}".replace("  ", " "))
+    return canonical_number(found.group())
+
+
 def ground_truth(answer: Any, dataset: Dataset) -> str:
     """The ground truth from the answer field by the dataset's rule; ValueError saying why not."""
     rule = dataset.ground_truth
     text = str(answer)
-    if rule.rule == "after_marker":
+    if rule.rule == "number":
+        text = number_in(text, rule.marker)
+    elif rule.rule == "after_marker":
         marker = str(rule.marker)
         if marker not in text:
             raise ValueError(f"the answer has no {marker!r}: {text[-80:]!r}")
@@ -123,8 +158,27 @@ def prompts_of(name: str, dataset: Dataset, records: list[dict[str, Any]], split
     return prompts
 
 
+@dataclass(frozen=True)
+class PreparedRow:
+    """A row as verl reads it, with the source record it was built from (for the reward's self-check)."""
+
+    split: str
+    index: int
+    record: dict[str, Any]
+    row: dict[str, Any]
+
+    @property
+    def ground_truth(self) -> str:
+        return str(self.row["reward_model"]["ground_truth"])
+
+
 def verl_rows(name: str, dataset: Dataset, splits: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """train and val rows from the source's records per split ('val' absent: held out of train)."""
+    return {split: [p.row for p in rows] for split, rows in prepared_rows(name, dataset, splits).items()}
+
+
+def prepared_rows(name: str, dataset: Dataset, splits: dict[str, list[dict[str, Any]]]) -> dict[str, list[PreparedRow]]:
+    """verl_rows, each with its record."""
     prepared = {
         split: list(zip(records, prompts_of(name, dataset, records, split), strict=True))
         for split, records in splits.items()
@@ -135,7 +189,8 @@ def verl_rows(name: str, dataset: Dataset, splits: dict[str, list[dict[str, Any]
         prepared["train"], prepared["val"] = _held_out(prepared["train"], dataset.held_out or 1)
     return {
         split: [
-            build_row(name, dataset, record, prompt, split, i) for i, (record, prompt) in enumerate(prepared[split])
+            PreparedRow(split, i, record, build_row(name, dataset, record, prompt, split, i))
+            for i, (record, prompt) in enumerate(prepared[split])
         ]
         for split in ("train", "val")
     }

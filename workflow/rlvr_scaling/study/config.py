@@ -17,6 +17,8 @@ from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.fsutil import sha256_file
 from rlvr_scaling.study.reference import load_reference
 from rlvr_scaling.study.sections import Container, Dataset, Site, StudyConfig
+from rlvr_scaling.study.site_overrides import SiteReplacement, replaced_values, site_study, with_site_part
+from rlvr_scaling.study.toy_scale import replaces_model_whole, toy_overrides
 from rlvr_scaling.study.validate import check_schema, check_semantics
 from rlvr_scaling.study.yaml_file import nesting_problem, read_yaml
 
@@ -196,55 +198,6 @@ def typed_command_line(config: dict[str, Any], command_line: dict[str, Any]) -> 
     return typed
 
 
-@dataclass(frozen=True)
-class SiteReplacement:
-    """A value of the user's config that the site's study_overrides replaced."""
-
-    key: str
-    yours: Any
-    site: Any
-
-
-def _leaves(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
-    found = []
-    for key, value in document.items():
-        if isinstance(value, dict) and value:
-            found += _leaves(value, (*prefix, key))
-        else:
-            found.append(((*prefix, key), value))
-    return found
-
-
-def _lookup(document: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
-    for part in path:
-        if not isinstance(document, dict) or part not in document:
-            return False, None
-        document = document[part]
-    return True, document
-
-
-def site_study(site_def: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
-    """The site's study_overrides for this config: it scales down the user's datasets, never adds one
-    the user removed."""
-    overrides = copy.deepcopy(site_def.get("study_overrides") or {})
-    datasets = overrides.get("datasets")
-    if isinstance(datasets, dict) and isinstance(user.get("datasets"), dict):
-        overrides["datasets"] = {name: value for name, value in datasets.items() if name in user["datasets"]}
-    return overrides
-
-
-def replaced_values(user: dict[str, Any], config: dict[str, Any], overrides: dict[str, Any]) -> list[SiteReplacement]:
-    """Every leaf the site changed from what the user's config said (not the keys the user set
-    explicitly with --set or `overrides`, which win)."""
-    replaced = []
-    for path, _ in _leaves(overrides):
-        had, yours = _lookup(user, path)
-        _, final = _lookup(config, path)
-        if had and yours != final:
-            replaced.append(SiteReplacement(".".join(path), yours, final))
-    return replaced
-
-
 def with_reward_digests(config: dict[str, Any], cwd: Path | None = None) -> dict[str, Any]:
     """The config with each dataset's own reward file's sha256 (`reward.sha256`) filled in from the
     file, relative to the working directory: the digest enters the runs' identities, so a changed
@@ -311,20 +264,23 @@ def study_from_dict(
     # Values as written; a section the site supplies may be missing (checked with the site below).
     check_schema(user, paths.CONFIG_SCHEMA, source="config", ignore_required=True)
     site_def = load_site(site_name)
-    site_overrides = site_study(site_def, user)
-    config = deep_merge(user, site_overrides)
+    site_overrides = toy_overrides(site_def.get("toy_scale"), site_study(site_def, user), user)
+    config = replaces_model_whole(deep_merge(user, site_overrides), site_overrides)
     # What the user set explicitly wins over the site's scaled-down study.
     for parts, value in parsed_sets:
         set_dotted(config, parts, value)
+    # Before the reward digests are filled in: a digest is no value the site replaced.
+    replaced = tuple(replaced_values(user, config, site_overrides))
     check_schema(config, paths.CONFIG_SCHEMA, source=f"config with site '{site_name}' study_overrides")
     config = with_reward_digests(config)
     study_config, site_record = StudyConfig.from_dict(config), Site.from_dict(site_def)
-    check_semantics(study_config, site_record)
+    try:
+        check_semantics(study_config, site_record)
+    except ConfigError as exc:
+        raise with_site_part(exc, site_name, replaced) from None
     if study_config.study.reference:  # read and checked now, not when the tables are made
         load_reference(study_config.study.reference)
-    return Study(
-        config=study_config, site=site_record, site_replaced=tuple(replaced_values(user, config, site_overrides))
-    )
+    return Study(config=study_config, site=site_record, site_replaced=replaced)
 
 
 # What a study file gives whole rather than merged over config/config.yaml: its datasets are the
@@ -367,14 +323,23 @@ def is_whole_config(path: Path) -> bool:
 
 
 def load_study(
-    config_path: Path | str = paths.DEFAULT_CONFIG,
+    config_path: Path | str | list[Path | str] | tuple[Path | str, ...] = paths.DEFAULT_CONFIG,
     sets: list[str] | tuple[str, ...] = (),
     site: str | None = None,
 ) -> Study:
-    """The study a config file gives: a YAML study file is read over config/config.yaml (as
-    Snakemake's --configfile is, see study_document), config/config.yaml and JSON alone."""
-    path = Path(config_path)
-    if paths.missing_parts() and not path.suffix == ".json":
+    """The study config files give: YAML study files are read over config/config.yaml in order (as
+    Snakemake's --configfile A B reads them, see study_document), config/config.yaml and a JSON config
+    alone (one file only)."""
+    config_paths = [Path(p) for p in ([config_path] if isinstance(config_path, str | Path) else config_path)]
+    if paths.missing_parts() and not all(path.suffix == ".json" for path in config_paths):
         raise StudyError(paths.missing_parts())
-    raw = read_yaml(path) if is_whole_config(path) else study_document([path])
+    whole = [path for path in config_paths if is_whole_config(path)]
+    if whole and len(config_paths) > 1:
+        raise ConfigError(
+            "--config",
+            str(whole[0]),
+            "a whole config (config/config.yaml or a resolved JSON config) is read alone; several --config "
+            "files are study files read over config/config.yaml",
+        )
+    raw = read_yaml(config_paths[0]) if whole else study_document(config_paths)
     return study_from_dict(raw or {}, sets=sets, site=site)

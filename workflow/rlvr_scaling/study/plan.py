@@ -64,6 +64,7 @@ class PendingRun:
     warmup_steps: int
     memory: dict[str, Any]
     pending: str  # what it waits for
+    factor: int = 1  # its prompts per step: the selection times this (weak: its nodes; strong: the reference's)
 
     def to_dict(self) -> dict[str, Any]:
         """One shape for every entry of `plan --json`: what a pending run does not know yet is null."""
@@ -272,6 +273,7 @@ def _pending_run(study: Study, dataset: str, nodes: int, factor: int, series: st
         warmup_steps=cfg.algorithm.warmup_steps,
         memory=data.memory.to_dict(),
         pending=f"prompts = selection.{dataset} x {factor}; waits for the one-node sweep of {dataset}",
+        factor=factor,
     )
 
 

@@ -13,7 +13,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlvr_scaling.study.billing import Billing
+from rlvr_scaling.study.dataset_section import (  # noqa: F401 - the study's sections, in one namespace
+    LOCAL_PREFIXES,
+    SYNTHETIC,
+    Dataset,
+    DatasetEstimate,
+    DatasetFiles,
+    GroundTruth,
+    Memory,
+    Reward,
+    SelfCheck,
+)
 from rlvr_scaling.study.section_base import Section
+from rlvr_scaling.study.toy_scale import ToyScale
 
 # The site (config/sites/<name>.yaml)
 
@@ -158,14 +170,15 @@ class Site(Section):
     engine_smoke: bool = True
     environment: dict[str, str] = field(default_factory=dict)  # set in every run; ${NAME} expands at start
     study_overrides: dict[str, Any] = field(default_factory=dict)
+    toy_scale: ToyScale | None = None  # how a study of one's own is shrunk here (study/toy_scale.py)
 
     @property
     def cpu_engine(self) -> bool:
         return self.engine == "verl-cpu"
 
     def recorded(self) -> dict[str, Any]:
-        """The site as a run records it: its facts, not the study it scales down."""
-        return {key: value for key, value in self.to_dict().items() if key != "study_overrides"}
+        """The site as a run records it: its facts, not the study it scales down (nor how)."""
+        return {key: value for key, value in self.to_dict().items() if key not in ("study_overrides", "toy_scale")}
 
 
 # The study (config/config.yaml, after the site's study_overrides)
@@ -231,97 +244,6 @@ class Training(Section):
 class Parallel(Section):
     rollout: Rollout = field(default_factory=Rollout)
     training: Training = field(default_factory=Training)
-
-
-@dataclass(frozen=True)
-class Memory(Section):
-    recompute: bool = False
-    offload: bool = False
-    token_budget: int = 0  # ppo_max_token_len_per_gpu and log_prob_max_token_len_per_gpu
-    gpu_memory_utilization: float | None = None  # None: parallel.rollout's
-
-
-@dataclass(frozen=True)
-class DatasetEstimate(Section):
-    seconds_per_trajectory: float = 0.0
-
-
-@dataclass(frozen=True)
-class DatasetFiles(Section):
-    """Per split, a file or glob: in the hub repository, or under the local folder `source` names."""
-
-    train: str | None = None
-    val: str | None = None
-
-
-@dataclass(frozen=True)
-class GroundTruth(Section):
-    """How the ground truth is taken from the answer field (inputs.rows.ground_truth)."""
-
-    rule: str = "whole"  # whole | after_marker | last_boxed
-    marker: str | None = None  # after_marker: the text after its last occurrence
-    remove: list[str] = field(default_factory=list)  # texts removed from the result (GSM8K: ",")
-
-
-@dataclass(frozen=True)
-class Reward(Section):
-    """verl's built-in scorer for `data_source`, or a function of the user's own file."""
-
-    data_source: str | None = None  # the rows' data_source; None: the dataset's name
-    style: str = "rule"  # reward_model.style
-    file: str | None = None  # a Python file (relative to the working directory, or absolute)
-    function: str = "compute_score"
-    sha256: str | None = None  # the file's, filled in when the study is loaded (study.config)
-
-    @property
-    def custom(self) -> bool:
-        return self.file is not None
-
-
-# What `source` may be besides a hub id or a path.
-SYNTHETIC = "synthetic"
-LOCAL_PREFIXES = ("/", "./", "../", "~/")
-
-
-@dataclass(frozen=True)
-class Dataset(Section):
-    source: str = ""  # a hub dataset id, a local file or folder (a path: /, ./, ../), or `synthetic`
-    revision: str | None = None  # hub: branch, tag or commit; synthetic: seed-N; local: none
-    files: DatasetFiles = field(default_factory=DatasetFiles)
-    held_out: int | None = None  # val rows held out of train in a fixed hash order (no files.val)
-    deduplicate: bool = False  # keep the first row of each prompt
-    generator: str | None = None  # synthetic: which toy problems stand in for the upstream rows
-    question: str = "question"  # the field (dotted for nested) holding the question
-    answer: str = "answer"  # the field holding the answer
-    ground_truth: GroundTruth = field(default_factory=GroundTruth)
-    prompt: str = "{question}"  # the user message; {question} is replaced by the question
-    ability: str = "math"
-    extra_info: list[str] = field(default_factory=list)  # fields copied into each row's extra_info
-    reward: Reward = field(default_factory=Reward)
-    max_prompt_length: int = 0
-    max_response_length: int = 0
-    memory: Memory = field(default_factory=Memory)
-    sweep: list[int] = field(default_factory=list)  # prompts per node on one node
-    estimate: DatasetEstimate = field(default_factory=DatasetEstimate)
-
-    @property
-    def max_length(self) -> int:
-        return self.max_prompt_length + self.max_response_length
-
-    @property
-    def kind(self) -> str:
-        """hub, local or synthetic: where the rows come from."""
-        if self.source == SYNTHETIC:
-            return "synthetic"
-        return "local" if self.source.startswith(LOCAL_PREFIXES) else "hub"
-
-    def data_source(self, name: str) -> str:
-        return self.reward.data_source or name
-
-    def build_settings(self) -> dict[str, Any]:
-        """The keys that decide the rows (not the lengths, memory, sweep and estimate of the runs)."""
-        runs_only = ("max_prompt_length", "max_response_length", "memory", "sweep", "estimate")
-        return {key: value for key, value in self.to_dict().items() if key not in runs_only}
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ def _check_dataset_rows(name: str, dataset: Dataset) -> None:
     rule = dataset.ground_truth
     if rule.rule == "after_marker" and rule.marker is None:
         raise ConfigError(f"{key}.ground_truth.marker", MISSING, "the rule after_marker needs its marker (e.g. '####')")
-    if rule.rule != "after_marker" and rule.marker is not None:
+    if rule.rule not in ("after_marker", "number") and rule.marker is not None:
         raise ConfigError(f"{key}.ground_truth.marker", rule.marker, f"the rule {rule.rule} takes no marker")
     if dataset.prompt.count(PLACEHOLDER) != 1:
         raise ConfigError(f"{key}.prompt", dataset.prompt, f"the prompt template must hold {PLACEHOLDER} exactly once")
