@@ -94,7 +94,9 @@ def main() -> None:
     if request["local_groups"]:
         # The local site: no cluster; one private Ray whose groups of workers stand for the nodes.
         resources = {NODE_RESOURCE.format(node): per_node for node in nodes}
-        ray.init(num_cpus=len(nodes) * per_node, resources=resources, include_dashboard=False, logging_level=logging.ERROR)
+        ray.init(
+            num_cpus=len(nodes) * per_node, resources=resources, include_dashboard=False, logging_level=logging.ERROR
+        )
     else:
         ray.init(address=os.environ["RAY_ADDRESS"], logging_level=logging.ERROR, log_to_driver=False)
     stage = "starting the ranks"

@@ -196,7 +196,7 @@ def install() -> None:
         return
     setup = Worker.__dict__.get("_setup_env_cuda_visible_devices")
     if setup is not None and not getattr(setup, "_rlvr_hooked", False):
-        setattr(Worker, "_setup_env_cuda_visible_devices", _bind_after(setup))  # verl's method, patched
+        Worker._setup_env_cuda_visible_devices = _bind_after(setup)  # type: ignore[method-assign]  # wrapped on purpose
     record_collectives()
     # vLLM's server module imports vLLM (seconds): hooked when a process imports it, not before.
     after_import(VLLM_SERVER_MODULE, lambda module: measure_sleep_and_wake(module.vLLMHttpServer))
