@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 REDACTED = "<redacted>"
@@ -53,10 +53,10 @@ def could_be_secret(value: object) -> bool:
     return False
 
 
-def secret_values_of_environment(environ: dict[str, str] | None = None) -> set[str]:
+def secret_values_of_environment(environ: Mapping[str, str] | None = None) -> set[str]:
     """The values of this process's secret-like variables: whatever recorded them is scrubbed."""
-    environ = os.environ if environ is None else environ
-    return {v for k, v in environ.items() if is_secret_name(k) and could_be_secret(v) and len(v) >= MIN_SECRET_LENGTH}
+    variables = os.environ if environ is None else environ
+    return {v for k, v in variables.items() if is_secret_name(k) and could_be_secret(v) and len(v) >= MIN_SECRET_LENGTH}
 
 
 def strip_user_info(text: str) -> str:

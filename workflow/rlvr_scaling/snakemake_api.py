@@ -211,7 +211,10 @@ class Lookup:
         """The run rule's resources: per run, as the plan gives them."""
 
         def of(name: str) -> Callable[[Any], Any]:
-            return lambda wildcards, attempt=1: self.run(wildcards.run_id).resources[name]
+            def resource(wildcards: Any, attempt: int = 1) -> Any:  # Snakemake passes `attempt` by name
+                return self.run(wildcards.run_id).resources[name]
+
+            return resource
 
         return {name: of(name) for name in RESOURCE_NAMES}
 

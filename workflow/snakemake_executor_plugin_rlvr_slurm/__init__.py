@@ -69,6 +69,9 @@ def job_comment(job: Any) -> str:
 
 
 class Executor(SlurmExecutor):
+    # Snakemake's RemoteExecutor property (seconds until the next status check), set by check_active_jobs.
+    next_seconds_between_status_checks: int
+
     def __post_init__(self, test_mode: bool = False) -> None:
         super().__post_init__(test_mode)
         from rlvr_scaling.execution.slurm_jobs import JobWatch

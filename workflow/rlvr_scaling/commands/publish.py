@@ -17,8 +17,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rlvr_scaling.publish.report import render_report
 
     study = load_study_of(args)
-    parts = all_at_root(args, [args.tables, args.figures, args.output])
-    render_report(study.config, results_of(args), *parts, reference=study.reference())
+    tables, figures, output = all_at_root(args, [args.tables, args.figures, args.output])
+    render_report(study.config, results_of(args), tables, figures, output, reference=study.reference())
     print(f"report: {args.output}")
     return 0
 

@@ -54,20 +54,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(budget_line(study_cost(study, plan, root)))
         for line in memory_table(study, plan, root):
             print(line)
-        lines = (
+        notes = (
             jobs_line(study),
             release_line(study),
             build_line(study),
             fabric_line(study, plan),
             guard_line(study, plan),
         )
-        for line in lines:
-            if line:
-                print(line)
+        for note in notes:
+            if note:
+                print(note)
         print(preflight_line(study, plan, root, cost_of))
         print(results_line(study, Path(args.root)))
-        if line := lock_line(study):
-            print(line)
+        if lock := lock_line(study):
+            print(lock)
         return 0
     print_json(plan_records(study, plan, root), sys.stdout)
     if note := site_note(study):

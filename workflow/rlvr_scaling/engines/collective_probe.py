@@ -18,6 +18,7 @@ sums were right; or where it stopped (`stage`) when the collective did not finis
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -93,15 +94,18 @@ def main() -> None:
     if request["local_groups"]:
         # The local site: no cluster; one private Ray whose groups of workers stand for the nodes.
         resources = {NODE_RESOURCE.format(node): per_node for node in nodes}
-        ray.init(num_cpus=len(nodes) * per_node, resources=resources, include_dashboard=False, logging_level="ERROR")
+        ray.init(
+            num_cpus=len(nodes) * per_node, resources=resources, include_dashboard=False, logging_level=logging.ERROR
+        )
     else:
-        ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR", log_to_driver=False)
+        ray.init(address=os.environ["RAY_ADDRESS"], logging_level=logging.ERROR, log_to_driver=False)
     stage = "starting the ranks"
     report: dict[str, Any] = {"nodes": nodes, "ranks": len(nodes) * per_node, "bytes": request["bytes"]}
     try:
         options: dict[str, Any] = {"num_gpus": 1} if gpus else {"num_cpus": 0}
         actor = ray.remote(Rank)
-        ranks = [
+        # Handles of Ray actors: their methods are called through .remote, which Ray's types do not show.
+        ranks: list[Any] = [
             actor.options(resources={NODE_RESOURCE.format(node): 0.001}, **options).remote(node, request["env"])
             for node in nodes
             for _ in range(per_node)

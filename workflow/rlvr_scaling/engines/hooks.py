@@ -30,6 +30,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +154,9 @@ def measure_sleep_and_wake(server_class: type) -> None:
             setattr(server_class, name, _measured(name, method))
 
 
-def _record_collectives(init):
+def _record_collectives(init: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(init)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         before = fabric.tcp_connections()
         result = init(*args, **kwargs)
         try:
@@ -195,7 +196,7 @@ def install() -> None:
         return
     setup = Worker.__dict__.get("_setup_env_cuda_visible_devices")
     if setup is not None and not getattr(setup, "_rlvr_hooked", False):
-        Worker._setup_env_cuda_visible_devices = _bind_after(setup)
+        Worker._setup_env_cuda_visible_devices = _bind_after(setup)  # type: ignore[method-assign]  # wrapped on purpose
     record_collectives()
     # vLLM's server module imports vLLM (seconds): hooked when a process imports it, not before.
     after_import(VLLM_SERVER_MODULE, lambda module: measure_sleep_and_wake(module.vLLMHttpServer))

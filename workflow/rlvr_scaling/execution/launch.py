@@ -131,9 +131,9 @@ def execute(
         except KeyboardInterrupt:
             return 128 + (received[0] if received else signal.SIGINT), "terminated"
         except Exception as exc:  # the evidence goes into console.log; the run is marked failed
-            with open(console, "a") as log:
-                log.write(f"rlvr-scaling: the launcher failed before verl started: {exc!r}\n")
-                log.write(traceback.format_exc())
+            with open(console, "a") as note:
+                note.write(f"rlvr-scaling: the launcher failed before verl started: {exc!r}\n")
+                note.write(traceback.format_exc())
             return -1, "launch failed"
         with open(console, "ab") as log:
             process = subprocess.Popen(

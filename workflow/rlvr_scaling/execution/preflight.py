@@ -20,6 +20,7 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +67,11 @@ def engine_modules(study: Study) -> list[str]:
     return names
 
 
-def multi_node(plan: list[PlannedRun]) -> bool:
+def multi_node(plan: Sequence[PlannedRun]) -> bool:
     return any(run.nodes > 1 for run in plan)
 
 
-def preflight_nodes(study: Study, plan: list[PlannedRun]) -> int:
+def preflight_nodes(study: Study, plan: Sequence[PlannedRun]) -> int:
     """Two nodes where the study has multi-node runs on a Slurm site: Ray must form across nodes."""
     return 2 if study.site.launch.kind == "ray-srun" and multi_node(plan) else 1
 

@@ -104,7 +104,7 @@ def run_collective(
         with open(log_dir / "probe.log", "w") as log:
             result = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, timeout=stop_after)
         marked = [line[len(MARK) :] for line in result.stdout.splitlines() if line.startswith(MARK)]
-        no_report = {"finished": False, "error": f"no report, exit {result.returncode}"}
+        no_report: dict[str, Any] = {"finished": False, "error": f"no report, exit {result.returncode}"}
         report = json.loads(marked[-1]) if marked else no_report
     except subprocess.TimeoutExpired:
         report = {"finished": False, "stage": f"the probe itself, stopped after {stop_after:g} s"}

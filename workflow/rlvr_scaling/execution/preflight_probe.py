@@ -34,7 +34,7 @@ def _short(exc: BaseException) -> str:
 
 
 def versions() -> dict:
-    found = {}
+    found: dict[str, str | None] = {}
     for name in DISTRIBUTIONS:
         try:
             found[name] = importlib.metadata.version(name)

@@ -153,13 +153,14 @@ def space_report(
         try:
             # LUMI's scratch quotas are the project's (its Unix group), the user's are recorded too.
             owners = [("-u", getpass.getuser())] + ([("-g", account)] if account else [])
-            facts["lfs_quota"] = {}
+            quotas: dict[str, str] = {}
+            facts["lfs_quota"] = quotas
             for flag, owner in owners:
                 shown = subprocess.run(
                     [lfs, "quota", "-h", flag, owner, str(results.resolve())],
                     capture_output=True, text=True, timeout=60,
                 )  # fmt: skip
-                facts["lfs_quota"][f"{flag} {owner}"] = shown.stdout.strip() or shown.stderr.strip()
+                quotas[f"{flag} {owner}"] = shown.stdout.strip() or shown.stderr.strip()
                 # lfs marks a limit that is exceeded with '*'.
                 if "*" in shown.stdout:
                     warnings.append(f"lfs quota {flag} {owner} shows a limit reached:\n{shown.stdout.strip()}")

@@ -80,7 +80,7 @@ def guard(token: str, staging: Path | None, failed: Path | None, launcher_pid: s
     if message == DONE:
         return 0
     ended = end_processes(token, grace_s=3.0)  # the run is lost already: no need to wait long
-    if staging is not None and staging.is_dir():
+    if staging is not None and failed is not None and staging.is_dir():  # the launcher passes both or neither
         note = (
             f"The launcher (pid {launcher_pid}) was killed at about {now()} before it finished the run; its "
             f"guard ended {len(ended)} process(es) of the run and filed it here."

@@ -18,7 +18,7 @@ from typing import Any
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
 from rlvr_scaling.inputs import synthetic
-from rlvr_scaling.inputs.hub import hub_call
+from rlvr_scaling.inputs.hub import answered_commit, hub_call
 from rlvr_scaling.inputs.input_lock import LOCAL_REVISION, check_files, locked_entry, record
 from rlvr_scaling.inputs.reward_file import REWARD_COPY, reward_path
 from rlvr_scaling.inputs.rows import PreparedRow, prepared_rows
@@ -40,7 +40,7 @@ def _resolve_dataset(repo: str, revision: str) -> str:
     """The commit a branch (or tag, or commit) of a hub dataset names today."""
     from huggingface_hub import HfApi
 
-    return HfApi().dataset_info(repo, revision=revision).sha
+    return answered_commit("dataset", repo, revision, HfApi().dataset_info(repo, revision=revision).sha)
 
 
 def _list_dataset_files(repo: str, commit: str) -> list[str]:

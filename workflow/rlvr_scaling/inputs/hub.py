@@ -62,6 +62,14 @@ def hub_call(kind: str, key: str, repo: str, revision: str, call: Callable[[], T
         ) from None
 
 
+def answered_commit(kind: str, repo: str, revision: str, sha: str | None) -> str:
+    """The commit the hub's info names for a revision; StudyError when it names none (the hub's client
+    types it optional): the input would be fetched at whatever the revision is then, and locked as null."""
+    if not sha:
+        raise StudyError(f"{kind} {repo} at revision {revision}: the hub named no commit for it, nothing to pin it to")
+    return sha
+
+
 def _is_network_error(exc: BaseException) -> bool:
     """Connection, timeout, DNS, TLS and the hub client's 'not in the cache while offline'."""
     names = {cls.__name__ for cls in type(exc).__mro__}

@@ -144,7 +144,8 @@ def kept_requirements(
             )
             continue
         source = {key: entry.get(key) for key in ("published", "url", "sha256", "missing") if entry.get(key)}
-        honoured, dropped = [], []
+        honoured: list[str] = []
+        dropped: list[str] = []
         for line in entry.get("requires_dist", []):
             wanted = requirement_name(line)
             cuda = CUDA_SIDE.match(wanted) or wanted in CUDA_BUILD_REQUIREMENTS.get(name, ())

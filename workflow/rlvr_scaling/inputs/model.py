@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
-from rlvr_scaling.inputs.hub import hub_call
+from rlvr_scaling.inputs.hub import answered_commit, hub_call
 from rlvr_scaling.inputs.input_lock import LOCAL_REVISION, check_files, locked_entry, record
 from rlvr_scaling.inputs.synthetic import corpus
 from rlvr_scaling.study.config import Study
@@ -80,7 +80,7 @@ def _resolve_model(name: str, revision: str) -> str:
     """The commit a branch (or tag, or commit) of a hub model names today."""
     from huggingface_hub import HfApi
 
-    return HfApi().model_info(name, revision=revision).sha
+    return answered_commit("model", name, revision, HfApi().model_info(name, revision=revision).sha)
 
 
 def _fetch_model(name: str, commit: str, output: Path) -> None:

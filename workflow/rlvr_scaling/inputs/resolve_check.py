@@ -240,7 +240,9 @@ def name_conflicts(
             )
 
 
-def requirements_on(verdict: Verdict, requires: dict[str, list[str]], conflicts: list[tuple[str, ...]]) -> None:
+def requirements_on(
+    verdict: Verdict, requires: dict[str, list[str]], conflicts: list[tuple[str, str, str, str, str]]
+) -> None:
     """For each base package the install replaces: what the kept packages require of it, and whether
     the new version meets it (pip check found no conflict)."""
     broken = {(normalized(c[0]), normalized(c[3])) for c in conflicts}

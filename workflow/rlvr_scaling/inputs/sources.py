@@ -86,7 +86,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         try:
             import pandas as pd
 
-            return pd.read_parquet(path).to_dict("records")
+            return pd.read_parquet(path).to_dict("records")  # type: ignore[return-value]  # parquet column names are str; pandas-stubs says Hashable
         except (OSError, ValueError) as exc:
             raise StudyError(f"{path} is not a readable parquet file: {str(exc).splitlines()[0]}") from None
     text = _text(path)

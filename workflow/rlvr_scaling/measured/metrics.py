@@ -44,7 +44,7 @@ def summarize_steps(steps: list[dict[str, Any]], n_gpus: int, warmup_steps: int)
     # Only well-formed steps enter a figure; measurement_problems names the others (the run is invalid).
     timed = [s for s in used if is_positive_finite(s.get("timing_s/step")) and is_positive_finite(s.get(TOKENS))]
     per_gpu = [throughput_per_gpu(s, n_gpus) for s in timed]
-    throughput = describe(per_gpu)
+    throughput: dict[str, Any] = describe(per_gpu)
     throughput["ci95"] = list(bootstrap_ci([per_gpu]))
     phases: dict[str, Any] = {}
     for phase in PHASES:

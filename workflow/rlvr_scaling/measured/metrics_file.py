@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 REQUIRED_STEP_KEYS = (
     "timing_s/gen",
@@ -52,11 +52,11 @@ def read_metrics_jsonl(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return [steps[k] for k in sorted(steps)], problems
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def is_finite(value: Any) -> bool:
+def is_finite(value: Any) -> TypeGuard[float]:
     """A number that can be a measurement: finite, and within MAX_MAGNITUDE (so no statistic of such
     numbers overflows)."""
     try:
@@ -73,7 +73,7 @@ def _huge(value: Any) -> bool:
         return True
 
 
-def is_positive_finite(value: Any) -> bool:
+def is_positive_finite(value: Any) -> TypeGuard[float]:
     return is_finite(value) and value > 0
 
 

@@ -61,7 +61,7 @@ class Measured:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Measured:
-        spreads = {name: Spread.from_json(data[name]) for name in cls.SPREADS}
+        spreads: dict[str, Any] = {name: Spread.from_json(data[name]) for name in cls.SPREADS}
         return cls(
             **{k: data[k] for k in ("n_steps", "steps_used", "warmup_steps", "n_gpus")},
             **spreads,
@@ -183,6 +183,14 @@ class RunSummary:
         data["steps"] = self.steps
         data["provenance"] = self.provenance
         return data
+
+    @property
+    def figures(self) -> Measured:
+        """What the run measured, for code that reads valid runs only (a valid run has measured, a failed
+        sweep point has not); ValueError naming the run for one with nothing measured."""
+        if self.measured is None:
+            raise ValueError(f"run {self.run_id} ({self.status}) measured nothing: it has no figures to read")
+        return self.measured
 
     def failed_checks(self) -> list[Check]:
         return [check for check in self.checks if not check.passed]

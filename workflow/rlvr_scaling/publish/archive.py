@@ -54,8 +54,9 @@ def read_archive(path: Path) -> tuple[str, dict[str, bytes]]:
     members: dict[str, bytes] = {}
     with tarfile.open(path, "r:gz") as archive:
         for info in archive.getmembers():
-            if info.isfile():
-                members[info.name] = archive.extractfile(info).read()
+            member = archive.extractfile(info) if info.isfile() else None
+            if member is not None:
+                members[info.name] = member.read()
     tops = {name.split("/", 1)[0] if "/" in name else "" for name in members}
     if len(tops) != 1 or "" in tops:
         return "", members

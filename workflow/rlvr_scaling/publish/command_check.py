@@ -118,6 +118,6 @@ def command_problems(
     if len(lines) != len(rendered):
         more = lines[len(rendered) :]
         count = "one line more" if len(more) == 1 else f"{len(lines) - len(rendered):+d} lines"
-        extra = f"; first extra line {more[0][:100]!r}" if more else ""
-        problems.append(f"command.sh: {count} than the study gives{extra}")
+        first_extra = f"; first extra line {more[0][:100]!r}" if more else ""
+        problems.append(f"command.sh: {count} than the study gives{first_extra}")
     return problems

@@ -46,17 +46,12 @@ def disturbed_lines(results: StudyResults) -> list[str]:
     """Every measured run whose steps varied beyond analysis.per_run.disturbance's bound, with the steps
     that stand out."""
     lines = ["## Disturbed runs", "", f"A run is flagged when its {disturbance.RULE}; it stays in the tables."]
-    flagged = [
-        s
-        for s in results.summaries.values()
-        if s.measured is not None and disturbance.is_disturbed(s.measured.disturbance)
-    ]
+    records = [(s, s.measured.disturbance) for s in results.summaries.values() if s.measured is not None]
+    flagged = [(s, record) for s, record in records if record is not None and disturbance.is_disturbed(record)]
     lines.append("")
-    for s in sorted(flagged, key=lambda s: s.run_id):
+    for s, record in sorted(flagged, key=lambda flag: flag[0].run_id):
         series = "/".join(s.series) or "-"
-        lines.append(
-            f"- `{s.run_id}` ({s.dataset}, {series}, {s.nodes} node(s)): {disturbance.describe(s.measured.disturbance)}"
-        )
+        lines.append(f"- `{s.run_id}` ({s.dataset}, {series}, {s.nodes} node(s)): {disturbance.describe(record)}")
     if not flagged:
         lines.append("None: every run's measured steps stayed within the bound.")
     return lines

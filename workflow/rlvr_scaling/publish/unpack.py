@@ -68,7 +68,7 @@ class _BoundedTarInfo(tarfile.TarInfo):
     def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         if self.type in META_TYPES and self.size > MAX_HEADER_BYTES:
             raise Refused(f"a header of {self.size} bytes (for the member after it), over {MAX_HEADER_BYTES}")
-        return super()._proc_member(tarfile_)
+        return super()._proc_member(tarfile_)  # type: ignore[misc]  # tarfile's private header reader, not in typeshed
 
 
 def _member_name(info: tarfile.TarInfo, top: str | None) -> tuple[str, str]:

@@ -302,7 +302,8 @@ def over_study(base: dict[str, Any], layer: Any, source: str = "study file") -> 
             merged[key] = copy.deepcopy(layer[key])
     datasets, selection = layer.get("datasets"), merged.get("selection")
     if isinstance(datasets, dict) and isinstance(selection, dict):
-        asked = layer.get("selection") if isinstance(layer.get("selection"), dict) else {}
+        asked = layer.get("selection")
+        asked = asked if isinstance(asked, dict) else {}
         merged["selection"] = {name: value for name, value in selection.items() if name in datasets or name in asked}
     return merged
 

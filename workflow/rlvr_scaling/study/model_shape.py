@@ -47,7 +47,7 @@ class ModelShape:
         head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
         if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1:
             raise ValueError(f"config.json head_dim: {head_dim!r}, expected a positive integer")
-        return cls(model_type, *(config[k] for k in REQUIRED_KEYS[:5]), head_dim, config["vocab_size"])
+        return cls(model_type=model_type, head_dim=head_dim, **{k: config[k] for k in REQUIRED_KEYS})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ModelShape:

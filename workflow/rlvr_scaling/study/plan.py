@@ -130,7 +130,7 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
         # rule counts measured steps after it: a run stopped after 3 measured steps of warm-up 1 has
         # none with warm-up 5. Off, runs keep their ids and the warm-up stays the analysis's choice.
         **(
-            {"adaptive_steps": {**cfg.adaptive_steps.rule(), "warmup_steps": algorithm.warmup_steps}}
+            {"adaptive_steps": {**(cfg.adaptive_steps.rule() or {}), "warmup_steps": algorithm.warmup_steps}}
             if cfg.adaptive_steps.enabled
             else {}
         ),

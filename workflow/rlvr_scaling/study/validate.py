@@ -7,6 +7,7 @@ import math
 import re
 import string
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,24 +59,28 @@ def _dotted(path: Any) -> str:
 
 def _describe(error: jsonschema.ValidationError) -> tuple[str, Any, str]:
     key = _dotted(error.absolute_path)
+    # A boolean subschema (`false`) has no keywords of its own: nothing to list or describe.
+    schema: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    instance: Any = error.instance  # never unset on an error that iter_errors yields
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        extra = sorted(set(error.instance) - set(allowed))
+        allowed = sorted(schema.get("properties", {}))
+        extra = sorted(set(instance) - set(allowed))
         prefix = f"{key}." if error.absolute_path else ""
         expected = f"it is not a known key (allowed here: {', '.join(allowed)})" if allowed else "it is not allowed"
-        return f"{prefix}{extra[0]}", error.instance[extra[0]], expected
+        return f"{prefix}{extra[0]}", instance[extra[0]], expected
     if error.validator == "required":
-        missing = next((name for name in error.validator_value if name not in error.instance), "?")
+        required: Any = error.validator_value
+        missing = next((name for name in required if name not in instance), "?")
         prefix = f"{key}." if error.absolute_path else ""
         return f"{prefix}{missing}", MISSING, "it is required here"
     if error.validator in ("anyOf", "oneOf") and error.context:
         inner = min(error.context, key=lambda e: len(e.message))
-        return key, error.instance, f"it does not match the rule: {inner.message}"
-    description = error.schema.get("description")
+        return key, instance, f"it does not match the rule: {inner.message}"
+    description = schema.get("description")
     rule = f"it does not match the rule: {error.message}"
     if description:
         rule += f" ({description})"
-    return key, error.instance, rule
+    return key, instance, rule
 
 
 def check_schema(document: Any, schema_path: Path, source: str = "config", ignore_required: bool = False) -> None:

@@ -23,9 +23,9 @@ def under_filled(run: RunSummary) -> bool:
 def generation_share(run: RunSummary, reference: RunSummary) -> tuple[float, float | None]:
     """The run's step time over ideal scaling from the reference, and generation's share of it (None
     when there is no time over ideal to share out)."""
-    phases = {p: run.measured.phases_s[p].mean for p in STEP_PARTS}
+    phases = {p: run.figures.phases_s[p].mean for p in STEP_PARTS}
     ideal = {
-        p: scaling.ideal_phase_time(reference.measured.phases_s[p].mean, reference.nodes, run.nodes, "strong")
+        p: scaling.ideal_phase_time(reference.figures.phases_s[p].mean, reference.nodes, run.nodes, "strong")
         for p in STEP_PARTS
     }
     shares = scaling.extra_time_shares(phases, ideal)

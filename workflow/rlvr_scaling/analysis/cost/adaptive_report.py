@@ -30,19 +30,22 @@ def _under_the_rule(summary: RunSummary) -> bool:
 def adaptive_findings(results: StudyResults, rule: dict[str, Any] | None) -> list[str]:
     """The report's sentences on the adaptive step count; none when it was off and no run stopped."""
     runs = [s for s in results.summaries.values() if s.valid and s.measured is not None and s.overhead]
-    stopped = sorted((s for s in runs if s.adaptive_stop), key=lambda s: (s.dataset, s.nodes, s.prompts))
+    stopped = sorted(
+        ((s, s.adaptive_stop) for s in runs if s.adaptive_stop),
+        key=lambda run: (run[0].dataset, run[0].nodes, run[0].prompts),
+    )
     if rule is None and not stopped:
         return []
     described = f" ({describe_rule(rule)})" if rule else ""
     if not stopped:
         return [f"The adaptive step count was on{described}, but no run stopped early: every run took all its steps."]
     under_the_rule = [s for s in runs if _under_the_rule(s)]
-    saved = sum(steps_not_run_node_hours(s) for s in stopped)
+    saved = sum(steps_not_run_node_hours(s) for s, _ in stopped)
     # The share is of what the runs made with the rule cost; a run made without it could not have saved.
-    spent = sum(s.nodes * s.overhead["wall_s"] / 3600 for s in under_the_rule)
-    taken = sorted({s.adaptive_stop["step"] for s in stopped})
+    spent = sum(s.nodes * s.overhead["wall_s"] / 3600 for s in under_the_rule if s.overhead)
+    taken = sorted({stop["step"] for _, stop in stopped})
     after = str(taken[0]) if len(taken) == 1 else f"{taken[0]} to {taken[-1]}"
-    configured = sorted({s.adaptive_stop["configured_steps"] for s in stopped})
+    configured = sorted({stop["configured_steps"] for _, stop in stopped})
     of = f"their {configured[0]}" if len(configured) == 1 else f"their {configured[0]} to {configured[-1]}"
     lines = [
         f"The adaptive step count{described} stopped {len(stopped)} of "
@@ -50,8 +53,7 @@ def adaptive_findings(results: StudyResults, rule: dict[str, Any] | None) -> lis
         f"The steps not run would have cost about {saved:.3g} node-hours at each run's mean step time: "
         f"{saved / (spent + saved):.0%} of the {spent + saved:.3g} node-hours the runs would have taken in all."
     ]
-    for s in stopped:
-        stop = s.adaptive_stop
+    for s, stop in stopped:
         lines.append(
             f"{s.dataset}, {s.nodes} node{'s' if s.nodes > 1 else ''}, {s.prompts} prompts per node: stopped "
             f"after step {stop['step']} of "

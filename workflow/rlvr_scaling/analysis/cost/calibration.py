@@ -33,9 +33,12 @@ class Calibration:
         """Seconds a run on `nodes` spends outside its steps: the start-up, measured where runs
         recorded it (else the site's `estimate`; None without either), growing per doubling of nodes
         (measured, else the estimate's), and the measured tear-down."""
-        if self.startup_s is None and estimate is None:
+        if self.startup_s is not None:
+            startup = self.startup_s
+        elif estimate is not None:
+            startup = 60 * estimate.startup_minutes
+        else:
             return None
-        startup = self.startup_s if self.startup_s is not None else 60 * estimate.startup_minutes
         growth = self.startup_per_doubling_s
         if growth is None:
             growth = 60 * estimate.startup_minutes_per_doubling if estimate is not None else 0.0
@@ -72,7 +75,7 @@ def _summaries(root: Path, runs: list[Run]) -> list[RunSummary]:
 def step_line(points: list[RunSummary]) -> tuple[float, float]:
     """Least squares of step time on trajectories per engine; one point: through the origin."""
     x = [s.trajectories_per_engine for s in points]
-    y = [s.measured.step_time_s.mean for s in points]
+    y = [s.figures.step_time_s.mean for s in points]
     if len(set(x)) < 2:
         return 0.0, y[0] / x[0]
     slope, intercept = np.polyfit(x, y, 1)
@@ -84,9 +87,9 @@ def calibration_from(sweeps: dict[str, list[RunSummary]], measured: list[RunSumm
     time outside the steps (start-up, tear-down)."""
     lines = {dataset: step_line(points) for dataset, points in sweeps.items() if points}
     counts = {dataset: len(points) for dataset, points in sweeps.items() if points}
-    recorded = [s for s in measured if s.overhead]
-    teardown = statistics.median(s.overhead["teardown_s"] for s in recorded) if recorded else 0.0
-    startups = [(s.nodes, s.overhead["startup_s"]) for s in recorded]
+    recorded = [(s.nodes, s.overhead) for s in measured if s.overhead]
+    teardown = statistics.median(overhead["teardown_s"] for _, overhead in recorded) if recorded else 0.0
+    startups = [(nodes, overhead["startup_s"]) for nodes, overhead in recorded]
     if len({nodes for nodes, _ in startups}) >= 2:
         per_doubling, at_one = np.polyfit([math.log2(n) for n, _ in startups], [s for _, s in startups], 1)
         return Calibration(lines, counts, float(at_one), float(per_doubling), teardown)

@@ -44,13 +44,14 @@ def sweep_findings(results: StudyResults) -> list[str]:
             findings.append(f"{ran}; none was left out.")
             continue
         prices = [point_node_hours(measured, p["prompts"]) for p in skipped]
+        priced = [price for price in prices if price is not None]
         counts = ", ".join(str(p["prompts"]) for p in skipped)
         # Past the memory cap, a point would likely have failed before its last step.
         bound = "at most " if stopped and stopped.get("over_cap") else ""
         saved = (
-            f"saving {bound}about {sum(prices):.3g} node-hours (priced from the points measured: step time on "
+            f"saving {bound}about {sum(priced):.3g} node-hours (priced from the points measured: step time on "
             "their line in trajectories per engine, their steps and their time outside the steps)"
-            if None not in prices
+            if len(priced) == len(prices)
             else "no valid point prices what that saved"
         )
         findings.append(f"{ran}; {counts} prompts did not run, {saved}.")

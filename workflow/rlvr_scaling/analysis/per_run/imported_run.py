@@ -11,6 +11,7 @@ import math
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.analysis.per_run.summary import summarize_run
@@ -96,7 +97,10 @@ def imported_spec(study: Study, shape: ImportedShape, run_id: str, log: Path, di
         "trajectories_per_engine": trajectories / engines,
         "memory": {},
     }
-    site = {"name": shape.site_name, "hardware": {**hardware.to_dict(), "gpus_per_node": shape.gpus_per_node}}
+    site: dict[str, Any] = {
+        "name": shape.site_name,
+        "hardware": {**hardware.to_dict(), "gpus_per_node": shape.gpus_per_node},
+    }
     if shape.gpu_memory_gb is not None:
         site["hardware"]["gpu_memory_gb"] = shape.gpu_memory_gb
     return {

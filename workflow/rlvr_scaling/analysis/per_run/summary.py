@@ -90,7 +90,8 @@ def transport_check(run: dict[str, Any], job: dict[str, Any]) -> Check | None:
     record = job.get("fabric")
     if not isinstance(record, dict) or not isinstance(record.get("expected"), dict):
         return None
-    nodes = record.get("nodes") if isinstance(record.get("nodes"), dict) else {}
+    nodes = record.get("nodes")
+    nodes = nodes if isinstance(nodes, dict) else {}
     transports = {str(n): (r.get("transport") if isinstance(r, dict) else None) for n, r in nodes.items()}
     valid, detail = fabric.judge(str(record["expected"].get("transport")), transports, int(run["nodes"]))
     return _check("fabric", valid, detail)
@@ -165,7 +166,7 @@ def summarize_run(
         measured_steps,
         model.get("shape"),
         model.get("reason"),
-        spec["site"]["hardware"].get("peak_tflops_bf16") if peak_tflops_bf16 == PEAK_OF_SPEC else peak_tflops_bf16,
+        spec["site"]["hardware"].get("peak_tflops_bf16") if isinstance(peak_tflops_bf16, str) else peak_tflops_bf16,
         n_gpus,
         run["trajectories"],
     )

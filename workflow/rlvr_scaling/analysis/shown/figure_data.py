@@ -21,9 +21,10 @@ def _numbers(values: Any) -> list[float | None]:
     return [_number(v) for v in values]
 
 
-def _label(label: str) -> str | None:
-    """matplotlib names an unlabelled artist "_child3", "_nolegend_"...: no label."""
-    return None if label.startswith("_") else label
+def _label(label: object) -> str | None:
+    """matplotlib names an unlabelled artist "_child3", "_nolegend_"...: no label (nor for a label set to None,
+    which matplotlib's get_label returns as it is)."""
+    return label if isinstance(label, str) and not label.startswith("_") else None
 
 
 def _error_bars(container: Any) -> dict[str, Any]:

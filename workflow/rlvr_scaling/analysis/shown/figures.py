@@ -65,7 +65,7 @@ def figure_phases(results: StudyResults, output: Path, captions: Captions) -> No
     for row, s in enumerate(ones):
         left = 0.0
         for i, phase in enumerate(ALL_PHASES):
-            width = s.measured.phases_s[phase].mean
+            width = s.figures.phases_s[phase].mean
             ax.barh(
                 row,
                 width,
@@ -133,9 +133,9 @@ def figure_weak_efficiency(results: StudyResults, output: Path, captions: Captio
             return None, 0.0
         # The point is the table's efficiency (analysis/across_runs/scaling.py, on the runs' means); the bar, the
         # spread of the steps' own ratios.
-        reference = base.measured.throughput_per_gpu.mean
+        reference = base.figures.throughput_per_gpu.mean
         ratios = [100 * scaling.weak_efficiency(t, reference) for t in per_step_throughput(s)]
-        return 100 * scaling.weak_efficiency(s.measured.throughput_per_gpu.mean, reference), sample_std(ratios)
+        return 100 * scaling.weak_efficiency(s.figures.throughput_per_gpu.mean, reference), sample_std(ratios)
 
     fig, used = _series_plot(results, "weak", value, "weak-scaling efficiency (%)")
     _save(
@@ -156,9 +156,9 @@ def figure_strong_speedup(results: StudyResults, reference_nodes: int, output: P
             return None, 0.0
         # The point is the table's speedup (analysis/across_runs/scaling.py: T_ref / mean T_N, not the mean of the
         # steps' ratios); the bar, the spread of the steps' own ratios.
-        reference = ref.measured.step_time_s.mean
+        reference = ref.figures.step_time_s.mean
         speedups = [scaling.strong_speedup(reference, t) for t in per_step_time(s)]
-        return scaling.strong_speedup(reference, s.measured.step_time_s.mean), sample_std(speedups)
+        return scaling.strong_speedup(reference, s.figures.step_time_s.mean), sample_std(speedups)
 
     fig, used = _series_plot(
         results,
@@ -188,7 +188,7 @@ def figure_phase_times(
         runs = results.series(dataset, series)
         used += runs
         for i, phase in enumerate(ALL_PHASES):
-            phases = [s.measured.phases_s[phase] for s in runs]
+            phases = [s.figures.phases_s[phase] for s in runs]
             ax.errorbar(
                 [s.nodes for s in runs],
                 [p.mean for p in phases],
@@ -212,7 +212,7 @@ def figure_sweep(results: StudyResults, output: Path, captions: Captions) -> Non
         return
     fig, axes = plt.subplots(2, len(indexes), figsize=(5 * len(indexes), 6), squeeze=False, sharex="col")
     for col, index in enumerate(indexes):
-        selection = index.selection
+        selection = index.selection or {}  # never empty: indexes are those with sweep points
         points = [p for p in selection["points"] if p["throughput_per_gpu"] is not None]
         chosen = selection["selected"]["prompts"]
         top, bottom = axes[0][col], axes[1][col]

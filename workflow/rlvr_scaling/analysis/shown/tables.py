@@ -46,29 +46,29 @@ def weak_rows(results: StudyResults) -> list[dict[str, Any]]:
     for dataset in results.datasets():
         base = results.run_at(dataset, "weak", 1)
         for s in results.series(dataset, "weak"):
-            thr = s.measured.throughput_per_gpu
+            thr = s.figures.throughput_per_gpu
             row = {
                 "dataset": dataset,
                 "nodes": s.nodes,
                 "gpus": s.gpus,
                 "prompts": s.prompts,
                 "trajectories": s.trajectories,
-                "step_time_s": s.measured.step_time_s.mean,
-                "step_time_std_s": s.measured.step_time_s.std,
+                "step_time_s": s.figures.step_time_s.mean,
+                "step_time_std_s": s.figures.step_time_s.std,
                 "throughput_per_gpu": thr.mean,
                 "throughput_per_gpu_std": thr.std,
-                "throughput_per_gpu_ci_low": thr.ci95[0],
-                "throughput_per_gpu_ci_high": thr.ci95[1],
+                "throughput_per_gpu_ci_low": (thr.ci95 or NO_INTERVAL)[0],
+                "throughput_per_gpu_ci_high": (thr.ci95 or NO_INTERVAL)[1],
                 "efficiency": math.nan,
                 "efficiency_ci_low": math.nan,
                 "efficiency_ci_high": math.nan,
                 # its steps vary beyond analysis.per_run.disturbance's bound: empty, or why and which steps
-                "disturbed": disturbance.short(s.measured.disturbance),
+                "disturbed": disturbance.short(s.figures.disturbance),
                 "run_id": s.run_id,
                 "base_run_id": base.run_id if base else None,
             }
             if base:
-                row["efficiency"] = scaling.weak_efficiency(thr.mean, base.measured.throughput_per_gpu.mean)
+                row["efficiency"] = scaling.weak_efficiency(thr.mean, base.figures.throughput_per_gpu.mean)
                 row["efficiency_ci_low"], row["efficiency_ci_high"] = ratio_interval(
                     per_step_throughput(s), per_step_throughput(base), same_run=s is base
                 )
@@ -81,7 +81,7 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
     for dataset in results.datasets():
         ref = results.run_at(dataset, "strong", reference_nodes)
         for s in results.series(dataset, "strong"):
-            time_n = s.measured.step_time_s.mean
+            time_n = s.figures.step_time_s.mean
             row = {
                 "dataset": dataset,
                 "nodes": s.nodes,
@@ -91,21 +91,21 @@ def strong_rows(results: StudyResults, reference_nodes: int) -> list[dict[str, A
                 # fewer trajectories per engine than the one-node workload set its engines to (engine_fill)
                 "under_filled": under_filled(s),
                 "step_time_s": time_n,
-                "step_time_std_s": s.measured.step_time_s.std,
+                "step_time_std_s": s.figures.step_time_s.std,
                 # summaries written before the interval was added have none (NaN, shown empty)
-                "step_time_ci_low_s": (s.measured.step_time_s.ci95 or NO_INTERVAL)[0],
-                "step_time_ci_high_s": (s.measured.step_time_s.ci95 or NO_INTERVAL)[1],
+                "step_time_ci_low_s": (s.figures.step_time_s.ci95 or NO_INTERVAL)[0],
+                "step_time_ci_high_s": (s.figures.step_time_s.ci95 or NO_INTERVAL)[1],
                 "speedup": math.nan,
                 "speedup_ci_low": math.nan,
                 "speedup_ci_high": math.nan,
                 "ideal_speedup": scaling.ideal_speedup(s.nodes, reference_nodes),
                 "efficiency": math.nan,
-                "disturbed": disturbance.short(s.measured.disturbance),
+                "disturbed": disturbance.short(s.figures.disturbance),
                 "run_id": s.run_id,
                 "reference_run_id": ref.run_id if ref else None,
             }
             if ref:
-                time_ref = ref.measured.step_time_s.mean
+                time_ref = ref.figures.step_time_s.mean
                 row["speedup"] = scaling.strong_speedup(time_ref, time_n)
                 row["efficiency"] = scaling.strong_efficiency(time_ref, time_n, s.nodes, reference_nodes)
                 row["speedup_ci_low"], row["speedup_ci_high"] = ratio_interval(
@@ -120,12 +120,12 @@ def phase_rows(results: StudyResults) -> list[dict[str, Any]]:
     for dataset in results.datasets():
         for series in ("weak", "strong"):
             for s in results.series(dataset, series):
-                phases = s.measured.phases_s
+                phases = s.figures.phases_s
                 row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": s.nodes}
                 for p in ALL_PHASES:
                     row[f"{p}_s"] = phases[p].mean
                     row[f"{p}_std_s"] = phases[p].std
-                row["step_s"] = s.measured.step_time_s.mean
+                row["step_s"] = s.figures.step_time_s.mean
                 row["run_id"] = s.run_id
                 rows.append(row)
     return rows
@@ -141,7 +141,7 @@ def mfu_rows(results: StudyResults) -> list[dict[str, Any]]:
     for dataset in results.datasets():
         for series in ("weak", "strong"):
             for s in results.series(dataset, series):
-                mfu = s.measured.mfu or {}
+                mfu = s.figures.mfu or {}
                 by_phase = mfu.get("by_phase") or {}
                 row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": s.nodes, "prompts": s.prompts}
                 for phase in MFU_PHASES:
@@ -163,7 +163,7 @@ def energy_rows(results: StudyResults) -> list[dict[str, Any]]:
     for dataset in results.datasets():
         for series in ("weak", "strong"):
             for s in results.series(dataset, series):
-                energy = s.measured.energy or {}
+                energy = s.figures.energy or {}
                 row: dict[str, Any] = {"dataset": dataset, "series": series, "nodes": s.nodes, "prompts": s.prompts}
                 for key in (
                     "joules_per_step_per_node",

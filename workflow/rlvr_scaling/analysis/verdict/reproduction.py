@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from rlvr_scaling.analysis.per_run.disturbance import is_disturbed
 from rlvr_scaling.analysis.per_run.results_io import StudyResults
@@ -36,7 +36,7 @@ class Measurement:
     missing: str = ""  # why there is no value
 
 
-def _nan_free(value: Any) -> bool:
+def _nan_free(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
@@ -234,7 +234,6 @@ def _row(
 ) -> dict[str, Any]:
     value = measured.value if measured else None
     published = entry.get("value")
-    numeric = _nan_free(value) and _nan_free(published)
     interval = measured.interval if measured and measured.interval else (math.nan, math.nan)
     return {
         "id": entry["id"],
@@ -246,7 +245,7 @@ def _row(
         "ci_low": interval[0],
         "ci_high": interval[1],
         "published": published,
-        "difference": value - published if numeric else None,
+        "difference": value - published if _nan_free(value) and _nan_free(published) else None,
         # a yes/no relation (a trend, which phase dominates) has no tolerance
         "tolerance": "" if kind == "relation" and entry["relation"] in CATEGORICAL else _tolerance_text(rule),
         "verdict": verdict,

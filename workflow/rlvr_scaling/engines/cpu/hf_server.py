@@ -36,7 +36,8 @@ class HFGenerationServer:
         self.config = config
         self.replica_rank = replica_rank
         path = getattr(model_config, "local_path", None) or model_config.path
-        self.model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+        # Any: transformers types the auto class's model so that its generate() takes no self it accepts.
+        self.model: Any = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
         self.model.eval()
         generation = self.model.generation_config
         eos = generation.eos_token_id

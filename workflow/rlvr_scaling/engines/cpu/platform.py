@@ -28,28 +28,33 @@ def _build_device_module() -> types.ModuleType:
     module = types.ModuleType("rlvr_scaling_cpu_device")
     for name in ("Event", "Stream", "current_stream", "stream", "synchronize", "is_available"):
         setattr(module, name, getattr(torch.cpu, name))
-    module.current_device = lambda: torch.device("cpu")
-    module.device_count = lambda: 1
-    module.set_device = lambda index: None
-    module.empty_cache = lambda: None
-    module.ipc_collect = lambda: None
-    module.set_per_process_memory_fraction = lambda fraction, device=None: None
-    module.get_device_name = lambda device=None: "cpu"
-    module.get_rng_state = lambda device=None: torch.get_rng_state()
-    module.set_rng_state = lambda state, device=None: torch.set_rng_state(state)
-    module.manual_seed = torch.manual_seed
-    module.manual_seed_all = torch.manual_seed
-    module.memory_allocated = lambda device=None: _rss_bytes()
-    module.memory_reserved = lambda device=None: _rss_bytes()
-    module.max_memory_allocated = lambda device=None: _peak_rss_bytes()
-    module.max_memory_reserved = lambda device=None: _peak_rss_bytes()
-    module.reset_peak_memory_stats = lambda device=None: None
 
     def mem_get_info(device: Any = None) -> tuple[int, int]:
         memory = psutil.virtual_memory()
         return memory.available, memory.total
 
-    module.mem_get_info = mem_get_info
+    # Set by name: a module object has no such attributes for a type checker to know.
+    functions: dict[str, Any] = {
+        "current_device": lambda: torch.device("cpu"),
+        "device_count": lambda: 1,
+        "set_device": lambda index: None,
+        "empty_cache": lambda: None,
+        "ipc_collect": lambda: None,
+        "set_per_process_memory_fraction": lambda fraction, device=None: None,
+        "get_device_name": lambda device=None: "cpu",
+        "get_rng_state": lambda device=None: torch.get_rng_state(),
+        "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
+        "manual_seed": torch.manual_seed,
+        "manual_seed_all": torch.manual_seed,
+        "memory_allocated": lambda device=None: _rss_bytes(),
+        "memory_reserved": lambda device=None: _rss_bytes(),
+        "max_memory_allocated": lambda device=None: _peak_rss_bytes(),
+        "max_memory_reserved": lambda device=None: _peak_rss_bytes(),
+        "reset_peak_memory_stats": lambda device=None: None,
+        "mem_get_info": mem_get_info,
+    }
+    for name, function in functions.items():
+        setattr(module, name, function)
     return module
 
 

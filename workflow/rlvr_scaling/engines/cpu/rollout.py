@@ -84,8 +84,8 @@ class HFServerAdapter(BaseRollout):
     async def update_weights(
         self,
         weights: Generator[tuple[str, torch.Tensor], None, None],
-        global_steps: int | None = None,
         wire_format: str = "named_tensors",
+        global_steps: int | None = None,  # after wire_format as in BaseRollout's signature; verl passes both by name
         **kwargs: Any,
     ) -> None:
         if wire_format != "named_tensors":
