@@ -82,6 +82,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check workflow tests benchmarks
 	$(BIN)/ruff format --check workflow tests benchmarks
 	$(BIN)/snakefmt --check Snakefile rules
+	# Types: mypy over both packages (pyproject.toml), 0 errors; tests/test_types.py runs it in CI.
+	$(BIN)/mypy
 	# snakemake --lint: every lint but one, which tests/test_workflow_dryrun.py explains and checks.
 	$(BIN)/pytest -q -p no:xdist tests/test_workflow_dryrun.py -k lint_clean
 

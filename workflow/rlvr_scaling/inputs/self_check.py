@@ -99,7 +99,7 @@ def _sample(prepared: PreparedRow, solution: str, score: float, error: str | Non
 def run_self_check(name: str, dataset: Dataset, rows: list[PreparedRow], scorer: Scorer, described: str) -> dict:
     """The share of rows whose reference solution earns the full score, with the first failing rows."""
     full = dataset.self_check.full_score
-    passing, failing = 0, []
+    passing, failing = 0, list[dict[str, Any]]()
     for prepared in rows:
         score, error = score_row(scorer, name, dataset, prepared)
         if score >= full:

@@ -70,6 +70,10 @@ def keeps_model(user: dict[str, Any], toy: dict[str, Any], cwd: Path | None = No
     return parameters is not None and parameters <= int(toy["max_model_parameters"])
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def toy_overrides(
     toy: dict[str, Any] | None, overrides: dict[str, Any], user: dict[str, Any], cwd: Path | None = None
 ) -> dict[str, Any]:
@@ -78,12 +82,12 @@ def toy_overrides(
     if not toy:
         return overrides
     extended = copy.deepcopy(overrides)
-    datasets = user.get("datasets") if isinstance(user.get("datasets"), dict) else {}
+    datasets = _mapping(user.get("datasets"))
     named = extended.setdefault("datasets", {})
     for name, entry in datasets.items():
         if name not in named and isinstance(entry, dict):
             named[name] = shrunk_dataset(entry, toy)
-    pinned = user.get("selection") if isinstance(user.get("selection"), dict) else {}
+    pinned = _mapping(user.get("selection"))
     if any(value is not None for name, value in pinned.items() if name in datasets):
         extended["selection"] = {name: None for name in pinned if name in datasets}
     if keeps_model(user, toy, cwd):
