@@ -231,7 +231,7 @@ def test_a_step_exactly_as_large_as_the_training_rows_is_planned_and_one_more_is
 
 def test_a_pinned_workload_over_the_data_names_what_would_fit(tmp_path: Path) -> None:
     # 32 prompts per node: 4 nodes take 128 of 398; 16 nodes would take 512.
-    pinned = ['selection={"my_problems": 32, "math": 1}', "scaling.weak_nodes=[1,4,16]", "scaling.strong_nodes=[1]"]
+    pinned = ['selection={"my_problems": 32, "math": 32}', "scaling.weak_nodes=[1,4,16]", "scaling.strong_nodes=[1]"]
     study, plan = _plan_of(tmp_path, [*pinned, "scaling.strong_reference_nodes=1"])
     with pytest.raises(StudyError) as refused:
         check_step_sizes(study, plan, tmp_path)
@@ -247,3 +247,29 @@ def test_a_series_no_sweep_point_can_fit_is_refused_before_the_sweep(tmp_path: P
     study, plan = _plan_of(tmp_path, ["datasets.my_problems.sweep=[100, 200]", "scaling.weak_nodes=[1,4]"])
     with pytest.raises(StudyError, match=r"the weak run of my_problems on 4 node\(s\) .* at least 400 .* 398 training"):
         check_step_sizes(study, plan, tmp_path)
+
+
+@pytest.mark.verl
+@pytest.mark.heavy
+def test_the_preflight_scores_in_the_engines_python_what_the_data_stage_could_not(tmp_path: Path, monkeypatch) -> None:
+    """A cluster's data stage has no verl: it leaves the reference solutions beside the rows, and the
+    preflight's probe (the engine's own Python: here the local environment, on LUMI the image) scores
+    them with verl's scorer; a share below the threshold is a preflight problem, in the same line."""
+    from rlvr_scaling.execution import preflight
+    from rlvr_scaling.execution.preflight_rewards import reward_problems
+
+    sets = ['datasets.dapo_math.self_check.solution="{answer}"']  # bare answers: math_dapo scores -1
+    study = load_study(site="local", sets=sets)
+    monkeypatch.setitem(sys.modules, "verl.utils.reward_score", None)
+    for name in ("gsm8k", "dapo_math"):
+        manifest = prepare_dataset(study, name, tmp_path / "results" / "data" / "local" / name)
+        assert manifest["self_check"]["ran"] is False and manifest["self_check"]["references"] == "references.jsonl"
+    monkeypatch.delitem(sys.modules, "verl.utils.reward_score")
+    engine, problems = preflight._probe(study, tmp_path, [], dict(__import__("os").environ), timeout_s=600)
+    assert problems == [], problems
+    record, problems = reward_problems(study, engine["rewards"])
+    assert (record["gsm8k"]["passing"], record["gsm8k"]["rows"]) == (544, 544)
+    assert record["gsm8k"]["scorer"] == "verl.utils.reward_score.default_compute_score('openai/gsm8k')"
+    assert (record["dapo_math"]["passing"], record["dapo_math"]["rows"]) == (0, 544)
+    assert len(problems) == 1 and problems[0].startswith("datasets.dapo_math: the reward gives 0 of 544 rows")
+    assert "scored -1.0" in problems[0]

@@ -4,7 +4,8 @@ It runs where the runs will run (a Slurm job on the site's partition, inside the
 records in results/preflight/<site>.json: the image's digest and labels, the versions of Python, Ray,
 verl, torch, vLLM and Megatron inside it, every module the configured engines import, the GPUs visible,
 the run environment as the processes see it (expanded), every planned run's verl arguments composed and
-checked by verl's own config validation inside the image, the dataset and model manifests, the Slurm
+checked by verl's own config validation inside the image, the dataset and model manifests (and the
+reward's self-check of datasets whose data stage had no verl: preflight_rewards), the Slurm
 account and partition that accepted the job, and, for a study with multi-node runs, a two-node Ray
 cluster started in the image and joined by the real probe, and across its two nodes an all-reduce
 on a new process group with the runs' library: its transport, bus bandwidth and time
@@ -29,6 +30,7 @@ from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.execution.engine_smoke import run_smoke
 from rlvr_scaling.execution.preflight_collective import run_collective
 from rlvr_scaling.execution.preflight_probe import MARK
+from rlvr_scaling.execution.preflight_rewards import reward_problems, reward_requests
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes, new_token
 from rlvr_scaling.execution.run_environment import (
     environment_templates,
@@ -88,6 +90,7 @@ def _probe(
         "modules": engine_modules(study),
         "environment": sorted(environment_templates(study)),
         "runs": [{"run_id": run.run_id, "verl_args": run.verl_args} for run in runs if run.verl_args],
+        "rewards": reward_requests(study, root),
     }
     # In results/: on a container site the image sees it there (the results tree is bound in).
     paths.results_dir(root).mkdir(parents=True, exist_ok=True)
@@ -235,6 +238,8 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
             engine["environment_not_as_set"] = sorted(k for k, v in seen.items() if v != run_env.get(k))
             engine["environment"] = recorded_environment(study, env)
     problems += _engine_problems(study, engine)
+    self_checks, found = reward_problems(study, engine.pop("rewards", {}))
+    problems += found
     results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
     storage, found, warnings = space_report(results, model, study.slurm_account())
     problems += found
@@ -255,6 +260,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
         "slurm": _slurm_job(env),
         "image": image,
         "inputs": inputs,
+        "reward_self_check": self_checks,
         "engine": engine,
         "ray_two_nodes": ray,
         "collective": collective,

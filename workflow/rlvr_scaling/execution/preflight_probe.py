@@ -2,8 +2,9 @@
 
 Self-contained on purpose (standard library, then verl): the image need not hold rlvr_scaling, and
 the same file runs in any image. Reads a JSON request (argv[1]) and prints one marked JSON report line:
-versions, the modules the engines import, GPUs visible, the run environment as seen, and every planned
-run's verl arguments composed with verl's Hydra config and checked by verl's own validate_config.
+versions, the modules the engines import, GPUs visible, the run environment as seen, every planned
+run's verl arguments composed with verl's Hydra config and checked by verl's own validate_config, and
+the reward's self-check of the datasets whose data stage could not load verl's scorers.
 """
 
 import importlib
@@ -88,6 +89,63 @@ def composed(runs: list) -> dict:
     return result
 
 
+def _reward_function(check: dict):
+    """verl's default scorer, or the dataset's own reward (its copy beside the rows)."""
+    if not check.get("reward_file"):
+        from verl.utils.reward_score import default_compute_score
+
+        return default_compute_score, f"verl.utils.reward_score.default_compute_score({check['data_source']!r})"
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rlvr_reward_" + check["dataset"], check["reward_file"])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{check['reward_file']} cannot be loaded as a module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, check["function"]), f"{check['reward_file']}:{check['function']}"
+
+
+def _scored_references(check: dict, function) -> dict:
+    rows, passing, failing = 0, 0, list[dict]()
+    with open(check["references"]) as handle:
+        for line in handle:
+            reference = json.loads(line)
+            rows += 1
+            error, score = None, None
+            try:
+                result = function(check["data_source"], reference["solution"], reference["ground_truth"])
+                score = float(result["score"] if isinstance(result, dict) else result)
+            except BaseException as exc:
+                error = _short(exc)
+            if score is not None and score >= check["full_score"]:
+                passing += 1
+            elif len(failing) < 3:
+                failing.append(
+                    {
+                        "split": reference["split"],
+                        "index": reference["index"],
+                        "ground_truth": reference["ground_truth"],
+                        "reference": reference["solution"][-160:],
+                        "score": score,
+                        **({"error": error} if error else {}),
+                    }
+                )
+    return {"rows": rows, "passing": passing, "failing": failing}
+
+
+def rewards(checks: list) -> dict:
+    """Each dataset's reference solutions scored by the reward the runs use (the data stage's
+    self-check, where the workflow's environment had no verl)."""
+    result = {}
+    for check in checks:
+        try:
+            function, described = _reward_function(check)
+            result[check["dataset"]] = {"scorer": described, **_scored_references(check, function)}
+        except BaseException as exc:
+            result[check["dataset"]] = {"error": _short(exc)}
+    return result
+
+
 def main() -> None:
     with open(sys.argv[1]) as handle:
         request = json.load(handle)
@@ -99,6 +157,7 @@ def main() -> None:
         "gpus_visible": gpus(),
         "environment": {key: os.environ.get(key) for key in request["environment"]},
         "composition": composed(request["runs"]),
+        "rewards": rewards(request.get("rewards", [])),
     }
     # A marked line: engines print to stdout too, also after us.
     sys.stdout.write(MARK + json.dumps(report) + "\n")

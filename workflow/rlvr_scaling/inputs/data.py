@@ -22,7 +22,7 @@ from rlvr_scaling.inputs.hub import answered_commit, hub_call
 from rlvr_scaling.inputs.input_lock import LOCAL_REVISION, check_files, locked_entry, record
 from rlvr_scaling.inputs.reward_file import REWARD_COPY, reward_path
 from rlvr_scaling.inputs.rows import PreparedRow, prepared_rows
-from rlvr_scaling.inputs.self_check import check_rows
+from rlvr_scaling.inputs.self_check import REFERENCES, check_rows, reference_lines
 from rlvr_scaling.inputs.sources import is_glob, local_root, local_split_files, matching, read_records
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.sections import Dataset
@@ -129,11 +129,19 @@ def _local_records(name: str, spec: Dataset) -> tuple[dict[str, list[dict[str, A
 
 
 def write_dataset(
-    frames: dict[str, Any], output: Path, provenance: dict[str, Any], reward_file: Path | None = None
+    frames: dict[str, Any],
+    output: Path,
+    provenance: dict[str, Any],
+    reward_file: Path | None = None,
+    references: str | None = None,
 ) -> dict[str, Any]:
-    """Write train/val parquet, the reward file's copy and the manifest atomically: a failure leaves
-    nothing half-written."""
+    """Write train/val parquet, the reward file's copy, the reference solutions a self-check that did
+    not run here leaves to the preflight, and the manifest atomically: a failure leaves nothing
+    half-written."""
     with staged_directory(output) as staging:
+        if references is not None:
+            (staging / REFERENCES).write_text(references)
+            provenance["self_check"]["references"] = REFERENCES
         files = {}
         for split in ("train", "val"):
             path = staging / f"{split}.parquet"
@@ -218,7 +226,9 @@ def prepare_dataset(study: Study, dataset: str, output: Path) -> dict[str, Any]:
     import pandas as pd
 
     frames = {split: pd.DataFrame([p.row for p in rows]) for split, rows in loaded.rows.items()}
-    manifest = write_dataset(frames, output, provenance, loaded.reward_file)
+    # Not scored here (verl is in the image, not this environment): the preflight scores them there.
+    references = None if provenance["self_check"]["ran"] else reference_lines(loaded.spec, loaded.all_rows())
+    manifest = write_dataset(frames, output, provenance, loaded.reward_file, references)
     if loaded.lock_after:  # after the dataset is written: a failed conversion locks nothing
         spec = loaded.spec
         revision = LOCAL_REVISION if spec.kind == "local" else str(spec.revision)

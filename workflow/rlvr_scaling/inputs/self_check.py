@@ -16,6 +16,7 @@ be loaded (verl absent from a cluster's workflow environment) the check says so 
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,9 @@ from rlvr_scaling.inputs.rows import PreparedRow, field_value
 from rlvr_scaling.study.sections import Dataset
 
 ANSWER_PLACEHOLDER = "{answer}"
+# Beside the rows, where the self-check could not run in the data stage: each row's reference solution
+# and ground truth, one JSON object per line, for the preflight to score inside the image.
+REFERENCES = "references.jsonl"
 # How many failing rows a record and an error name.
 SAMPLES = 3
 # A ground truth ending in one of these kept the sentence's punctuation ('1250.'), which few scorers forgive.
@@ -117,6 +121,22 @@ def run_self_check(name: str, dataset: Dataset, rows: list[PreparedRow], scorer:
         "min_share": dataset.self_check.min_share,
         "failing": failing,
     }
+
+
+def reference_lines(dataset: Dataset, rows: list[PreparedRow]) -> str:
+    """REFERENCES' text: split, index, reference solution and ground truth of every row."""
+    return "".join(
+        json.dumps(
+            {
+                "split": p.split,
+                "index": p.index,
+                "solution": reference_solution(p.record, dataset),
+                "ground_truth": p.ground_truth,
+            }
+        )
+        + "\n"
+        for p in rows
+    )
 
 
 def not_run(why: str) -> dict[str, Any]:
