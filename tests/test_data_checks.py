@@ -273,3 +273,27 @@ def test_the_preflight_scores_in_the_engines_python_what_the_data_stage_could_no
     assert (record["dapo_math"]["passing"], record["dapo_math"]["rows"]) == (0, 544)
     assert len(problems) == 1 and problems[0].startswith("datasets.dapo_math: the reward gives 0 of 544 rows")
     assert "scored -1.0" in problems[0]
+
+
+@pytest.mark.parametrize(
+    ("response", "truth", "score"),
+    [
+        ("The answer is: 42", "42", 1.0),
+        ("The answer is 42.", "42", 1.0),  # no colon, a trailing period
+        ("so the answer is 1,250.", "1250", 1.0),  # separators
+        ("We get \\boxed{-7} in the end, not 3", "-7", 1.0),  # the last box wins over the text
+        ("first 3.50 then", "3.5", 1.0),  # free text: the last number, in one written form
+        ("The answer is: 41. The answer is: 42", "42", 1.0),  # the last marker
+        ("The answer is: 12 apples, not 42", "42", 0.0),  # after the marker, the first number
+        ("The answer is 41.", "42", 0.0),
+        ("no number at all", "42", 0.0),
+    ],
+)
+def test_the_example_reward_accepts_the_common_final_answer_shapes(response: str, truth: str, score: float) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("number_match", EXAMPLE_REWARD)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.compute_score("my_problems", response, truth) == score

@@ -150,3 +150,12 @@ def test_two_study_files_are_read_in_order_by_plan_as_by_snakemake(workdir: Path
     dry = snakemake(workdir, "-n", "--configfile", str(EXAMPLE), str(second), env=account)
     datasets = next(line for line in planned.stdout.splitlines() if line.startswith("Datasets: "))
     assert f"rlvr-scaling: {header}. {datasets}" in dry.stderr.splitlines(), dry.stderr
+
+
+def test_plan_says_which_jobs_run_on_the_login_node_on_a_slurm_site() -> None:
+    from rlvr_scaling.plan_view import jobs_line
+
+    line = jobs_line(load_study(site="lumi", sets=["slurm_account=p"]))
+    assert line is not None and line.startswith("Jobs: the data, the model and every analysis step run where")
+    assert "the image build, the preflight and the runs as Slurm jobs" in line
+    assert jobs_line(load_study(site="local")) is None  # everything runs here: nothing to tell apart

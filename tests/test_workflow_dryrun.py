@@ -92,6 +92,13 @@ def test_lumi_profile_dry_run_before_the_sweep(lumi_workdir: Path) -> None:
     steps = settings_steps(load_study(site="lumi"))
     assert counts["container_recipe"] == 1 and counts["step_settings"] == len(steps) == len(SETTINGS_STEPS) + 2
     assert "checkpoint" in output
+    # The data and the model run where Snakemake runs, and the dry run says so (no Slurm resources).
+    for dataset in ("gsm8k", "dapo_math"):
+        marked = re.search(
+            rf"^Job \d+: rule dataset: {dataset} into results/data/lumi/{dataset}/manifest.json, (.*)$", output, re.M
+        )
+        assert marked and marked.group(1) == "run by Snakemake on this machine (the login node), not submitted to Slurm"
+    assert re.search(r"^Job \d+: rule model: into results/models/lumi, run by Snakemake on this machine", output, re.M)
 
 
 def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None:
