@@ -58,6 +58,30 @@ def test_a_step_exactly_at_20_percent_from_the_median_is_within_the_bound(far: f
     assert [o["step"] for o in record["outliers"]] == ([11] if flagged else [])
 
 
+# One step 1.4x among nine whose times sum to exactly 9 s (mean 1 s): the ten steps' mean is 1.04 s, so the
+# hiccup moves it +4% from the other steps' mean.
+JITTERING = [1.00, 1.06, 0.94, 1.03, 0.97, 1.40, 1.05, 0.95, 1.02, 0.98]  # the nine: +-6% (a CPU machine)
+STEADY = [1.00, 1.01, 0.99, 1.02, 0.98, 1.40, 1.01, 0.99, 1.00, 1.00]  # the nine: +-2% (a GPU partition)
+
+
+def test_a_hiccup_the_other_steps_jitter_covers_is_listed_not_flagged() -> None:
+    record = disturbance.assess(list(enumerate(JITTERING, 2)))
+    assert record is not None and [o["step"] for o in record["outliers"]] == [7]
+    assert record["mean_shift"] == pytest.approx(0.04)
+    # The nine's 95% interval reaches further than +4% (sample std 0.0430: a t interval of their 3 blocks
+    # of 3 reaches about 4.30 x 0.0430 / 3 = 6.2%): the hiccup is jitter the interval covers.
+    assert 0.04 < record["allowed_shift"] < 0.15 and not record["disturbed"] and disturbance.short(record) == ""
+    assert "moving the mean +4.0% (the other steps' 95% interval reaches " in disturbance.describe(record)
+
+
+def test_the_same_hiccup_among_steady_steps_decides_the_mean_and_is_flagged() -> None:
+    record = disturbance.assess(list(enumerate(STEADY, 2)))
+    assert record is not None and record["disturbed"] and [o["step"] for o in record["outliers"]] == [7]
+    # The nine vary by 1.2% (sample std 0.0122): their interval reaches about 1.8%, the hiccup moves it 4%.
+    assert record["mean_shift"] == pytest.approx(0.04) and record["allowed_shift"] < 0.04
+    assert disturbance.short(record) == f"cv {statistics.stdev(STEADY) / statistics.fmean(STEADY):.2f}; steps 7"
+
+
 def test_steady_runs_and_single_steps_are_not_flagged() -> None:
     record = disturbance.assess(list(enumerate([200.0, 204.0, 197.0, 201.0, 199.0, 203.0], 2)))
     assert record is not None and not record["disturbed"] and disturbance.short(record) == ""

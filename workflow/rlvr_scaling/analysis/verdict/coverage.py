@@ -27,6 +27,7 @@ from rlvr_scaling.analysis.per_run import disturbance
 from rlvr_scaling.measured.stats import bootstrap_ci, row_mean_ratio
 
 DISTURBANCE = (1.5, 3.0)  # a disturbed step takes this many times as long (uniform)
+HICCUP = (1.3, 1.5)  # an ordinary hiccup (a collector pass, a periodic task): one step this much longer
 TOKENS_PER_STEP = 1.0e6
 WEAK_EFFICIENCY = 0.8
 STRONG_TIMES = (204.0, 72.0)  # reference and N-node mean step times, seconds
@@ -37,24 +38,27 @@ class Case:
     steps: int  # measured steps of a run
     noise: float  # coefficient of variation of one step's time
     phi: float = 0.0  # AR(1) coefficient of the log step times
-    disturbed: float = 0.0  # share of steps slowed by a DISTURBANCE factor
+    disturbed: float = 0.0  # share of steps slowed by a `slowdown` factor
+    slowdown: tuple[float, float] = DISTURBANCE  # a slowed step takes this many times as long (uniform)
 
     @property
     def name(self) -> str:
         shape = f"AR(1) {self.phi:g}" if self.phi else "independent"
-        tail = (
-            f", {self.disturbed:.0%} of steps slowed {DISTURBANCE[0]:g}-{DISTURBANCE[1]:g}x" if self.disturbed else ""
-        )
+        low, high = self.slowdown
+        tail = f", {self.disturbed:.0%} of steps slowed {low:g}-{high:g}x" if self.disturbed else ""
         return f"{self.steps} steps, {self.noise:.0%} noise, {shape}{tail}"
 
     def mean_factor(self) -> float:
-        """The true mean step time over the log-normal part's (which is 1): the disturbed steps' share."""
-        return 1.0 + self.disturbed * ((DISTURBANCE[0] + DISTURBANCE[1]) / 2 - 1.0)
+        """The true mean step time over the log-normal part's (which is 1): the slowed steps' share."""
+        return 1.0 + self.disturbed * ((self.slowdown[0] + self.slowdown[1]) / 2 - 1.0)
 
 
 CASES = (
     *(Case(steps, noise, phi) for steps in (10, 19) for phi in (0.0, 0.3) for noise in (0.02, 0.2)),
     *(Case(steps, 0.02, 0.0, 0.1) for steps in (10, 19)),
+    # Hiccups: a step in ten 1.3-1.5x as long, among steps that jitter by 2% (a GPU partition) or 5-10%
+    # (a CPU machine: the local demo's sub-second steps).
+    *(Case(steps, noise, 0.0, 0.1, HICCUP) for steps in (10, 19) for noise in (0.02, 0.05, 0.1)),
 )
 # The cases the method claims a 95% interval for: steady steps, whatever their noise and correlation.
 # Heavy-tailed runs are flagged as disturbed instead (analysis.per_run.disturbance).
@@ -71,7 +75,7 @@ def step_times(case: Case, rng: np.random.Generator, scale: float = 1.0) -> np.n
     times = scale * np.exp(sigma * z - sigma**2 / 2)  # E[exp(sigma z - sigma^2 / 2)] = 1
     if case.disturbed:
         hit = rng.random(case.steps) < case.disturbed
-        times = np.where(hit, times * rng.uniform(*DISTURBANCE, case.steps), times)
+        times = np.where(hit, times * rng.uniform(*case.slowdown, case.steps), times)
     return times
 
 
