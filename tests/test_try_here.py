@@ -159,3 +159,22 @@ def test_plan_says_which_jobs_run_on_the_login_node_on_a_slurm_site() -> None:
     assert line is not None and line.startswith("Jobs: the data, the model and every analysis step run where")
     assert "the image build, the preflight and the runs as Slurm jobs" in line
     assert jobs_line(load_study(site="local")) is None  # everything runs here: nothing to tell apart
+
+
+def test_the_rules_values_are_caps_a_small_dataset_keeps_its_own() -> None:
+    from rlvr_scaling.study.toy_scale import shrunk_dataset
+
+    rule = {**RULE, "sweep": [1, 2], "token_budget": 2048, "max_prompt_length": 256, "max_response_length": 32}
+    small = {"max_prompt_length": 96, "max_response_length": 16, "memory": {"token_budget": 1024}, "sweep": [1, 4]}
+    assert shrunk_dataset(small, rule) == {
+        "max_prompt_length": 96,
+        "max_response_length": 16,
+        "memory": {"offload": False, "token_budget": 1024},
+        "sweep": [1],  # 4 is over the rule's largest point
+        "estimate": {"seconds_per_trajectory": RULE["seconds_per_trajectory"]},
+    }
+    large = {"max_prompt_length": 300, "max_response_length": 4096, "memory": {"token_budget": 100}, "sweep": [8]}
+    shrunk = shrunk_dataset(large, rule)
+    # 256 + 32 = 288: a budget below one whole trajectory is raised to it; no point of 2 or fewer: the rule's.
+    assert (shrunk["max_prompt_length"], shrunk["max_response_length"]) == (256, 32)
+    assert shrunk["memory"]["token_budget"] == 288 and shrunk["sweep"] == [1, 2]

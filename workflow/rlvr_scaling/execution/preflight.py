@@ -209,6 +209,8 @@ def check(
 
 
 def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke: bool = True) -> dict[str, Any]:
+    """The checks in their order, each adding its problems. Over 60 lines because every check of the
+    preflight stands here in the order it runs (the engine smoke last, only when all else holds)."""
     problems: list[str] = []
     # The module commands the runs' launcher applies (LUMI: the AIF bindings), so the checks see
     # the environment the runs will.

@@ -4,9 +4,10 @@ The site's study_overrides scale down the datasets it names (the default study's
 dapo_math). A user's own datasets it cannot name; `toy_scale` is the rule that shrinks them instead,
 keeping what defines them (source, fields, answer rule, prompt, reward):
 
-- each dataset's max_prompt_length and max_response_length at most the rule's; its memory settings
-  the rule's token budget (at least one whole trajectory), without recompute or offload; its sweep
-  the rule's prompts per node, its pinned selection dropped (the sweep chooses, as it would there);
+- each dataset's max_prompt_length, max_response_length and token budget at most the rule's (the
+  budget at least one whole trajectory), without offload; its sweep its points of at most the rule's
+  largest, or the rule's when it has none; its pinned selection dropped (the sweep chooses, as it
+  would there);
 - the model: a local model folder whose matmul parameters (config.json) are at most
   `max_model_parameters` is kept, as its max_context; any other model (a hub model to download, a
   large folder) becomes the site's own (study_overrides.model), replacing the user's model section
@@ -38,15 +39,20 @@ class ToyScale(Section):
 
 
 def shrunk_dataset(entry: dict[str, Any], toy: dict[str, Any]) -> dict[str, Any]:
-    """The overrides that take one of the user's datasets to the rule's scale."""
+    """The overrides that take one of the user's datasets to the rule's scale: the rule's values are caps,
+    so a dataset already that small keeps its own."""
     prompt = min(int(entry.get("max_prompt_length") or toy["max_prompt_length"]), int(toy["max_prompt_length"]))
     response = min(int(entry.get("max_response_length") or toy["max_response_length"]), int(toy["max_response_length"]))
-    budget = max(int(toy["token_budget"]), prompt + response)
+    memory = entry.get("memory") if isinstance(entry.get("memory"), dict) else {}
+    budget = min(int(memory.get("token_budget") or toy["token_budget"]), int(toy["token_budget"]))
+    largest = max(toy["sweep"])
+    sweep = [p for p in entry.get("sweep") or [] if isinstance(p, int) and p <= largest] or list(toy["sweep"])
     return {
         "max_prompt_length": prompt,
         "max_response_length": response,
-        "memory": {"recompute": False, "offload": False, "token_budget": budget},
-        "sweep": list(toy["sweep"]),
+        # No offload here: a CPU engine has no device memory to free.
+        "memory": {"offload": False, "token_budget": max(budget, prompt + response)},
+        "sweep": sweep,
         "estimate": {"seconds_per_trajectory": float(toy["seconds_per_trajectory"])},
     }
 
