@@ -47,10 +47,12 @@ def _fresh_clone(scratch: Path) -> Path:
     return clone
 
 
-def measure_demo() -> None:
+def measure_demo(keep: Path | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="rlvr-pace-") as scratch:
         clone = _fresh_clone(Path(scratch))
         seconds, out = _run(["make", "demo"], clone)
+        if keep is not None:  # the study's records, to read after the clone is gone (its disturbance flags)
+            shutil.copytree(clone / "results", keep, symlinks=True)
         spent = out.split("Where the", 1)
         print(
             f"make demo from a fresh clone: {seconds:.0f} s ({seconds / 60:.1f} min;"
@@ -87,6 +89,9 @@ def main() -> None:
     parser.add_argument("--fast", action="store_true", help="make test-fast here")
     parser.add_argument("--ci", action="store_true", help="bash .ci/run from a fresh clone")
     parser.add_argument("--repeat", type=int, default=1, help="measure each this many times")
+    parser.add_argument(
+        "--keep-demo", type=Path, default=None, help="copy each demo's results/ to DIR-1, DIR-2, ... (to read later)"
+    )
     args = parser.parse_args()
     chosen = [
         m for m, wanted in ((measure_demo, args.demo), (measure_fast, args.fast), (measure_ci, args.ci)) if wanted
@@ -96,8 +101,11 @@ def main() -> None:
     if shutil.which("make") is None:
         raise SystemExit("make is not on PATH")
     for measure in chosen:
-        for _ in range(args.repeat):
-            measure()
+        for time_ in range(1, args.repeat + 1):
+            if measure is measure_demo and args.keep_demo is not None:
+                measure_demo(args.keep_demo.with_name(f"{args.keep_demo.name}-{time_}"))
+            else:
+                measure()
 
 
 if __name__ == "__main__":
