@@ -120,3 +120,32 @@ def test_a_fused_worker_binds_and_records_once(tmp_path: Path, monkeypatch: pyte
     assert [setup(WorkerDict()) for _ in range(3)] == ["set up"] * 3
     bound = engine_events(tmp_path)["cpu_affinity"]
     assert [(b["gpu"], b["cpus"], b["process"]) for b in bound] == [("0", allowed, "WorkerDict")]
+
+
+def test_a_full_collection_of_pythons_collector_is_recorded_with_its_pause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local engine's step hiccups (#55): each full collection at or over the floor is one record
+    line, and the run's engine record counts them."""
+    import gc
+
+    from rlvr_scaling.execution.engine_record import engine_events
+
+    monkeypatch.setenv(hooks.RECORD_DIR_VAR, str(tmp_path))
+    monkeypatch.setattr(hooks, "GC_PAUSE_FLOOR_S", 0.0)  # every full collection, however short
+    before = list(gc.callbacks)
+    try:
+        hooks.record_collector_pauses()
+        hooks.record_collector_pauses()  # installed once per process
+        assert len(gc.callbacks) == len(before) + 1
+        gc.collect(1)  # a young collection is no pause of the whole heap: not recorded
+        gc.collect(2)
+        gc.collect(2)
+    finally:
+        gc.callbacks[:] = before
+    events = [json.loads(line) for path in tmp_path.glob("*.jsonl") for line in path.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["gc_pause", "gc_pause"] and all(e["seconds"] >= 0 for e in events)
+    pauses = engine_events(tmp_path)["collector_pauses"]
+    assert pauses["count"] == 2 and pauses["processes"] == 1
+    assert pauses["longest_s"] == max(e["seconds"] for e in events)
+    assert pauses["total_s"] == round(sum(e["seconds"] for e in events), 3)

@@ -13,6 +13,10 @@ computes.
 - The collectives' transport: each torch.distributed process group's backend as it is initialised,
   and for Gloo the TCP connections it opened (engines.fabric); NCCL and RCCL write their own
   initialisation output to the file the launcher names (NCCL_DEBUG_FILE), read after the run.
+- Python's collector: each full (generation 2) collection that pauses the process GC_PAUSE_FLOOR_S
+  or more. With verl, torch and a model loaded one takes about 0.2-0.3 s on a CPU core: within a
+  sub-second step of the local engine, a hiccup of 20-50% in whichever phase it lands (#55); beside a
+  GPU site's minutes-long steps, nothing.
 Each event is one JSON line in RLVR_ENGINE_RECORD_DIR/<host>-<pid>.jsonl (the run's folder, where
 the launcher collects them into job.json, the smoke into the preflight record).
 
@@ -37,6 +41,7 @@ from typing import Any
 from rlvr_scaling.engines import fabric
 
 AFFINITY_VAR = "RLVR_GPU_CPU_AFFINITY"
+GC_PAUSE_FLOOR_S = 0.05  # a shorter full collection is no hiccup a step time shows
 RECORD_DIR_VAR = "RLVR_ENGINE_RECORD_DIR"
 GB = 1e9
 
@@ -187,9 +192,31 @@ def record_collectives() -> None:
         dist.init_process_group = _record_collectives(init)
 
 
+def record_collector_pauses() -> None:
+    """A record line for each full collection of Python's cyclic collector of GC_PAUSE_FLOOR_S or more."""
+    import gc
+
+    if any(getattr(callback, "_rlvr_hooked", False) for callback in gc.callbacks):
+        return
+    started: dict[str, float] = {}
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            started["at"] = time.perf_counter()
+        elif "at" in started:
+            seconds = time.perf_counter() - started.pop("at")
+            if seconds >= GC_PAUSE_FLOOR_S:
+                record({"event": "gc_pause", "seconds": round(seconds, 4), "collected": info.get("collected")})
+
+    callback._rlvr_hooked = True  # type: ignore[attr-defined]  # marks it as ours: installed once per process
+    gc.callbacks.append(callback)
+
+
 def install() -> None:
-    """The affinity hook on verl's workers, the collectives' record, and the memory record on vLLM's
-    server where vLLM is."""
+    """The affinity hook on verl's workers, the collectives' record, the collector's pauses, and the
+    memory record on vLLM's server where vLLM is."""
     try:
         from verl.single_controller.base.worker import Worker
     except ImportError:
@@ -198,6 +225,7 @@ def install() -> None:
     if setup is not None and not getattr(setup, "_rlvr_hooked", False):
         Worker._setup_env_cuda_visible_devices = _bind_after(setup)  # type: ignore[method-assign]  # wrapped on purpose
     record_collectives()
+    record_collector_pauses()
     # vLLM's server module imports vLLM (seconds): hooked when a process imports it, not before.
     after_import(VLLM_SERVER_MODULE, lambda module: measure_sleep_and_wake(module.vLLMHttpServer))
 

@@ -5,6 +5,7 @@ preflight's engine smoke."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,19 @@ def engine_events(folder: Path) -> dict[str, Any]:
             if e.get("event") == "affinity"
         ],
         "rollout_memory": [e for e in events if e.get("event") in ("sleep", "wake_up")],
+        "collector_pauses": _collector_pauses(events),
+    }
+
+
+def _collector_pauses(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Python's full collections that paused a process of the run (engines.hooks.GC_PAUSE_FLOOR_S or more)."""
+    pauses = sorted(float(e["seconds"]) for e in events if e.get("event") == "gc_pause")
+    return {
+        "count": len(pauses),
+        "total_s": round(sum(pauses), 3),
+        "longest_s": pauses[-1] if pauses else None,
+        "median_s": statistics.median(pauses) if pauses else None,
+        "processes": len({(e.get("host"), e.get("pid")) for e in events if e.get("event") == "gc_pause"}),
     }
 
 
