@@ -43,7 +43,7 @@ def shrunk_dataset(entry: dict[str, Any], toy: dict[str, Any]) -> dict[str, Any]
     so a dataset already that small keeps its own."""
     prompt = min(int(entry.get("max_prompt_length") or toy["max_prompt_length"]), int(toy["max_prompt_length"]))
     response = min(int(entry.get("max_response_length") or toy["max_response_length"]), int(toy["max_response_length"]))
-    memory = entry.get("memory") if isinstance(entry.get("memory"), dict) else {}
+    memory = _mapping(entry.get("memory"))
     budget = min(int(memory.get("token_budget") or toy["token_budget"]), int(toy["token_budget"]))
     largest = max(toy["sweep"])
     sweep = [p for p in entry.get("sweep") or [] if isinstance(p, int) and p <= largest] or list(toy["sweep"])
