@@ -27,8 +27,12 @@ def main() -> None:
     se = math.sqrt(0.95 * 0.05 / args.runs)
     names = list(INTERVALS)
     if args.markdown:
-        print("| case | claimed | " + " | ".join(f"{n} (width)" for n in names) + " | flagged disturbed |")
-        print("|---|---|" + "---|" * (len(names) + 1))
+        print(
+            "| case | claimed | "
+            + " | ".join(f"{n} (width)" for n in names)
+            + " | flagged disturbed | flagged by the rule before #55 |"
+        )
+        print("|---|---|" + "---|" * (len(names) + 2))
     else:
         print(f"{args.runs} runs per cell; binomial standard error of a 95% coverage: {se:.1%}")
     for number, case in enumerate(CASES):
@@ -36,7 +40,8 @@ def main() -> None:
         for column, name in enumerate(names):
             hits, width = coverage(case, name, args.runs, seed=args.seed + 100 * number + column)
             cells.append(f"{hits / args.runs:.1%} ({width:.3f})")
-        flagged = f"{flagged_share(case, args.runs, seed=args.seed + 100 * number + 99):.1%}"
+        now, before = flagged_share(case, args.runs, seed=args.seed + 100 * number + 99)
+        flagged = f"{now:.1%} | {before:.1%}" if args.markdown else f"{now:.1%} (before #55: {before:.1%})"
         claimed = "yes" if case in CLAIMED else "no"
         if args.markdown:
             print(f"| {case.name} | {claimed} | " + " | ".join(cells) + f" | {flagged} |")

@@ -104,3 +104,6 @@ def test_the_simulated_series_have_the_intended_mean_noise_and_autocorrelation()
     disturbed = np.array([step_times(Case(19, 0.02, 0.0, 0.1), rng) for _ in range(3000)])
     # 10% of steps 1.5-3x slower: the mean is 1 + 0.1 x 1.25
     assert disturbed.mean() == pytest.approx(1.125, abs=0.01)
+    hiccups = np.array([step_times(Case(19, 0.02, 0.0, 0.1, (1.3, 1.5)), rng) for _ in range(3000)])
+    # 10% of steps 1.3-1.5x slower: 1 + 0.1 x 0.4
+    assert hiccups.mean() == pytest.approx(1.04, abs=0.005)

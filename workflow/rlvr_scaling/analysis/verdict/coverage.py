@@ -121,11 +121,14 @@ def coverage(case: Case, interval: str, runs: int, seed: int) -> tuple[int, floa
     return hits, float(np.median(widths))
 
 
-def flagged_share(case: Case, runs: int, seed: int) -> float:
-    """The share of simulated runs the disturbance rule (analysis.per_run.disturbance) flags."""
+def flagged_share(case: Case, runs: int, seed: int) -> tuple[float, float]:
+    """The shares of simulated runs the disturbance rule (analysis.per_run.disturbance) flags: now, and
+    by the rule before #55, which flagged any step that stands out whether or not it decides the mean."""
     rng = np.random.default_rng(seed)
-    flagged = 0
+    flagged = flagged_before = 0
     for _ in range(runs):
-        times = step_times(case, rng)
-        flagged += disturbance.is_disturbed(disturbance.assess(list(enumerate(times.tolist(), 2))))
-    return flagged / runs
+        record = disturbance.assess(list(enumerate(step_times(case, rng).tolist(), 2)))
+        assert record is not None
+        flagged += record["disturbed"]
+        flagged_before += record["cv"] > disturbance.CV_BOUND or bool(record["outliers"])
+    return flagged / runs, flagged_before / runs
