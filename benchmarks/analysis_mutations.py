@@ -2,7 +2,7 @@
 at a time, runs the tests that pin it, and prints whether they caught it (KILLED) or not (SURVIVED);
 the source is restored after each (#47).
 
-    .venv/bin/python benchmarks/analysis_mutations.py [tests/test_analysis_checks.py]
+    .venv/bin/python benchmarks/analysis_mutations.py [TEST_FILE ...]   (default: tests/test_analysis_checks.py)
 
 A mutation whose text is no longer in its file is reported with "??": the code moved, update the list.
 """
@@ -99,7 +99,7 @@ MUTATIONS = [
     ),
     (
         "analysis/per_run/summary.py",
-        'spec["site"]["hardware"].get("peak_tflops_bf16") if peak_tflops_bf16 == PEAK_OF_SPEC else peak_tflops_bf16',
+        'spec["site"]["hardware"].get("peak_tflops_bf16") if isinstance(peak_tflops_bf16, str) else peak_tflops_bf16',
         'spec["site"]["hardware"].get("peak_tflops_bf16")',
         "mfu peak chosen",
     ),
@@ -154,11 +154,66 @@ MUTATIONS = [
         "failure text",
     ),
     ("analysis/per_run/summary.py", "valid=all(c.passed for c in checks),", "valid=True,", "valid field"),
+    # #55: the behaviours a mutation tool found no test for, one wrong change each (tests/test_core_pins.py).
+    (
+        "measured/metrics_file.py",
+        "                if not is_positive_finite(value):",
+        "                if not (is_finite(value) and value >= 0):",
+        "required figure of 0 accepted",
+    ),
+    (
+        "measured/metrics_file.py",
+        "elif key.startswith(TIMING_PREFIXES) and not (is_finite(value) and value >= 0):",
+        "elif key.startswith(TIMING_PREFIXES) and not is_finite(value):",
+        "negative optional duration accepted",
+    ),
+    (
+        "analysis/per_run/summary.py",
+        'summarize_energy(job, run["nodes"], run["trajectories"])',
+        'summarize_energy(job, 1, run["trajectories"])',
+        "energy per node count",
+    ),
+    (
+        "measured/console_log.py",
+        "            if parsed is None:\n                continue",
+        "            if parsed is None:\n                break",
+        "console stops at an unparsed line",
+    ),
+    (
+        "measured/metrics_file.py",
+        "        if not raw.strip():\n            continue",
+        "        if not raw.strip():\n            break",
+        "blank line ends the file",
+    ),
+    (
+        "measured/metrics_file.py",
+        "abs(value) <= MAX_MAGNITUDE",
+        "abs(value) < MAX_MAGNITUDE",
+        "1e15 refused",
+    ),
+    (
+        "measured/metrics_file.py",
+        """                problems.append(f"step {record['step']}: {key} missing")""",
+        "                pass",
+        "missing required key unnamed",
+    ),
+    (
+        "analysis/across_runs/selection.py",
+        "'the best' if chosen['throughput_per_gpu'] == best else",
+        "'the best' if chosen['throughput_per_gpu'] != best else",
+        "selection reason swapped",
+    ),
+    (
+        "study/plan.py",
+        '("name", "source", "revision", "max_context")',
+        '("name", "source", "max_context")',
+        "model revision not in run ids",
+    ),
 ]
 
 
 def main() -> None:
-    target = sys.argv[1] if len(sys.argv) > 1 else "tests/test_analysis_checks.py"
+    targets = sys.argv[1:] or ["tests/test_analysis_checks.py"]
     for f, old, new, name in MUTATIONS:
         p = R / f
         src = p.read_text()
@@ -168,7 +223,7 @@ def main() -> None:
         p.write_text(src.replace(old, new))
         try:
             r = subprocess.run(
-                [PYTEST, "-q", "-x", "-p", "no:xdist", "-p", "no:cacheprovider", target],
+                [PYTEST, "-q", "-x", "-p", "no:xdist", "-p", "no:cacheprovider", *targets],
                 capture_output=True,
                 text=True,
                 cwd=ROOT,
