@@ -214,6 +214,7 @@ MUTATIONS = [
 
 def main() -> None:
     targets = sys.argv[1:] or ["tests/test_analysis_checks.py"]
+    killed = 0
     for f, old, new, name in MUTATIONS:
         p = R / f
         src = p.read_text()
@@ -232,6 +233,8 @@ def main() -> None:
             p.write_text(src)
         line = [text for text in r.stdout.splitlines() if "FAILED" in text or "ERROR" in text][:1]
         print(("KILLED " if r.returncode else "SURVIVED ") + name, line[0][:110] if line else "")
+        killed += bool(r.returncode)
+    print(f"{killed} of {len(MUTATIONS)} wrong changes killed by {' '.join(targets)}")
 
 
 if __name__ == "__main__":
