@@ -208,10 +208,15 @@ def _unique(pairs: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> list:
     return kept
 
 
+def held_out_count(rows: int, asked: int | None) -> int:
+    """How many of `rows` are held out of train: the asked count (1 if none), at most a tenth, at least one."""
+    return min(asked or 1, max(1, rows // 10))
+
+
 def _held_out(pairs: list, count: int) -> tuple[list, list]:
     """A fixed hash order of the prompts, not the file order, decides the held-out slice (at most a
     tenth of the rows); both parts keep the file order."""
     order = sorted(range(len(pairs)), key=lambda i: hashlib.sha256(prompt_text(pairs[i][1]).encode()).digest())
-    count = min(count, max(1, len(pairs) // 10))
+    count = held_out_count(len(pairs), count)
     val, train = set(order[:count]), set(order[count:])
     return [pairs[i] for i in sorted(train)], [pairs[i] for i in sorted(val)]

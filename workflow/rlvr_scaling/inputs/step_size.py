@@ -16,6 +16,7 @@ from pathlib import Path
 from rlvr_scaling import paths
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.inputs import synthetic
+from rlvr_scaling.inputs.rows import held_out_count
 from rlvr_scaling.inputs.sources import file_kind, local_split_files
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PendingRun, PlannedRun, Run
@@ -33,11 +34,6 @@ def _count_rows(path: Path) -> int:
     from rlvr_scaling.inputs.sources import read_records
 
     return len(read_records(path))
-
-
-def held_out_count(rows: int, held_out: int | None) -> int:
-    """How many rows inputs.rows holds out of train: the asked count, at most a tenth (at least one)."""
-    return min(held_out or 1, max(1, rows // 10))
 
 
 def training_rows(study: Study, name: str, root: Path) -> tuple[int | None, str]:
