@@ -297,3 +297,31 @@ def test_the_example_reward_accepts_the_common_final_answer_shapes(response: str
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.compute_score("my_problems", response, truth) == score
+
+
+@pytest.mark.heavy
+def test_an_own_reward_the_data_stage_could_not_import_is_scored_by_the_preflight_from_its_copy(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A reward file importing what only the image has: the data stage records that it could not load
+    it, and the preflight's probe imports the dataset's copy (reward.py) in the engine's Python."""
+    from rlvr_scaling.execution import preflight
+    from rlvr_scaling.execution.preflight_rewards import reward_problems
+    from rlvr_scaling.inputs import self_check
+
+    study = load_study(EXAMPLE, site="local", sets=["only_datasets=[my_problems]"])
+    monkeypatch.chdir(REPO)  # the example's file and reward are relative to the repository
+    monkeypatch.setattr(self_check, "load_scorer", lambda *args: (None, "ModuleNotFoundError: only in the image"))
+    manifest = prepare_dataset(study, "my_problems", tmp_path / "results" / "data" / "local" / "my_problems")
+    assert manifest["self_check"] == {
+        "ran": False,
+        "why": "ModuleNotFoundError: only in the image",
+        "warnings": [],
+        "references": "references.jsonl",
+    }
+    engine, problems = preflight._probe(study, tmp_path, [], dict(__import__("os").environ), timeout_s=600)
+    assert problems == [], problems
+    record, problems = reward_problems(study, engine["rewards"])
+    assert problems == [] and (record["my_problems"]["passing"], record["my_problems"]["rows"]) == (400, 400)
+    copy = tmp_path / "results" / "data" / "local" / "my_problems" / "reward.py"
+    assert record["my_problems"]["scorer"] == f"{copy.resolve()}:compute_score"
