@@ -12,13 +12,13 @@ rule dataset:
         dataset_files("{dataset}"),
     log:
         f"results/logs/data/{SITE}-{{dataset}}.log",
-    # A dry run prints a local job like a Slurm job, with the profile's resources: this says where it runs.
-    message:
-        f"rule dataset: {{wildcards.dataset}} into {{output[2]}}, {LOCAL_JOB}"
     params:
         cli=CLI,
         study=STUDY_ARGS,
         directory=lambda wc: f"results/data/{SITE}/{wc.dataset}",
+    # A dry run prints a local job like a Slurm job, with the profile's resources: this says where it runs.
+    message:
+        f"rule dataset: {{wildcards.dataset}} into {{output[2]}}, {LOCAL_JOB}"
     shell:
         "{params.cli} data {params.study} --dataset {wildcards.dataset} "
         "--output {params.directory} > {log} 2>&1"

@@ -8,10 +8,10 @@ rule model:
         directory(MODEL_DIR),
     log:
         f"results/logs/model-{SITE}.log",
-    message:
-        f"rule model: into {{output}}, {LOCAL_JOB}"
     params:
         cli=CLI,
         study=STUDY_ARGS,
+    message:
+        f"rule model: into {{output}}, {LOCAL_JOB}"
     shell:
         "{params.cli} model {params.study} --output {output} > {log} 2>&1"
