@@ -18,12 +18,10 @@ from rlvr_scaling.inputs.model import CHAT_TEMPLATE, local_model_path
 from rlvr_scaling.inputs.rows import PreparedRow
 from rlvr_scaling.inputs.self_check import (
     Scorer,
-    ground_truth_warnings,
     load_scorer,
-    not_run,
     reference_solution,
-    run_self_check,
     score_row,
+    self_check_record,
     summary_line,
 )
 from rlvr_scaling.study.config import Study
@@ -104,13 +102,12 @@ def preview(study: Study, names: list[str], count: int, root: Path) -> list[str]
     for name in names:
         loaded = load_dataset(study, name)
         spec = loaded.spec
-        scorer, described = load_scorer(name, spec, loaded.reward_file)
-        rows = loaded.all_rows()
+        scorer, _ = load_scorer(name, spec, loaded.reward_file)
         counts = {split: len(split_rows) for split, split_rows in loaded.rows.items()}
         lines += ["", f"{name} ({spec.source}): {counts['train']} train rows, {counts['val']} val rows"]
         for prepared in loaded.rows["train"][:count]:
             lines += row_lines(name, study, prepared, scorer, (template, tokens))
-        check = run_self_check(name, spec, rows, scorer, described) if scorer else not_run(described)
+        check = self_check_record(name, spec, loaded.all_rows(), loaded.reward_file)
         lines.append(f"  self-check: {summary_line(name, check)}")
         for failing in check.get("failing", []):
             lines.append(
@@ -119,5 +116,5 @@ def preview(study: Study, names: list[str], count: int, root: Path) -> list[str]
             )
         if check["ran"] and check["share"] < check["min_share"]:
             lines.append(f"  the data stage will refuse it: below self_check.min_share = {check['min_share']:g}")
-        lines += [f"  warning: {warning}" for warning in ground_truth_warnings(name, rows)]
+        lines += [f"  warning: {warning}" for warning in check["warnings"]]
     return lines

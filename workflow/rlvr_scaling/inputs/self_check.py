@@ -191,11 +191,17 @@ def failure(name: str, check: dict[str, Any]) -> str | None:
     )
 
 
-def check_rows(name: str, dataset: Dataset, rows: list[PreparedRow], reward_file: Path | None) -> dict[str, Any]:
-    """The self-check's record (with its warnings); StudyError when too few rows pass."""
+def self_check_record(name: str, dataset: Dataset, rows: list[PreparedRow], reward_file: Path | None) -> dict[str, Any]:
+    """The self-check's record with its warnings, whatever its share (the preview shows it as it is)."""
     scorer, described = load_scorer(name, dataset, reward_file)
     check = run_self_check(name, dataset, rows, scorer, described) if scorer else not_run(described)
     check["warnings"] = ground_truth_warnings(name, rows)
+    return check
+
+
+def check_rows(name: str, dataset: Dataset, rows: list[PreparedRow], reward_file: Path | None) -> dict[str, Any]:
+    """The self-check's record (with its warnings); StudyError when too few rows pass."""
+    check = self_check_record(name, dataset, rows, reward_file)
     problem = failure(name, check)
     if problem:
         raise StudyError(problem)
