@@ -29,13 +29,15 @@ def _study(budget: float | None):
 def test_the_published_study_fits_a_budget_of_its_estimate_and_not_one_below(tmp_path: Path) -> None:
     plan = build_plan(_study(None), root=tmp_path)
     total = sum(run.node_hours for run in known_runs(plan))
-    assert total == pytest.approx(176.3, abs=0.1)  # the README's figure for the 18 scaling runs
+    # The README's figure for the 18 scaling runs, each step as published (lumi-rlvr-blog), not ideal
+    # scaling (176.3 node-hours): tests/test_step_estimate.py checks each run's step against the post.
+    assert total == pytest.approx(200.6, abs=0.1)
     check_budget(_study(total + 0.01), plan, tmp_path)
     costliest = max(known_runs(plan), key=lambda run: run.node_hours)
     with pytest.raises(StudyError) as error:
         check_budget(_study(100), plan, tmp_path)
     message = str(error.value)
-    assert message.startswith("budget.node_hours is 100, but the study needs 176.")
+    assert message.startswith("budget.node_hours is 100, but the study needs 200.")
     assert f"{costliest.run_id} ({costliest.nodes} nodes) {costliest.node_hours:.2f}" in message
     assert "Nothing more is submitted" in message and "and 10 more" in message
 

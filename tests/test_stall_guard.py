@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rlvr_scaling import paths
 from rlvr_scaling.execution.launch import RunFailed, launch
-from rlvr_scaling.execution.stall_guard import stall_bound
+from rlvr_scaling.execution.stall_guard import run_stall_bound, stall_bound
 from rlvr_scaling.inputs.data import prepare_dataset
 from rlvr_scaling.inputs.model import prepare_model
 from rlvr_scaling.study.config import Study, load_study
@@ -25,21 +25,34 @@ from rlvr_scaling.study.plan import build_plan, known_runs
 from .workflow_helpers import STANDIN, assert_no_run_processes
 
 
-def test_the_bound_is_the_plans_start_up_then_the_slowest_step_never_below_the_floor() -> None:
+def test_the_bound_is_the_start_up_and_first_step_then_what_was_measured_never_below_the_floor() -> None:
     lumi = load_study(site="lumi")
     estimate = lumi.config.estimate
-    # 16 nodes: (15 + 3 x log2 16) minutes of start-up, times the time limit factor 2.
+    # 16 nodes: (15 + 3 x log2 16) minutes of start-up and the first step, times the factor 2.
     bound = stall_bound(lumi, 16, predicted_step_s=300.0)
-    assert bound.first_step_s == (estimate.startup_minutes + 4 * estimate.startup_minutes_per_doubling) * 60 * 2
-    assert bound.first_step_s == 54 * 60
-    assert bound.limit_s(None) == 54 * 60
-    # After a step: 2 x the slowest interval seen, or of the predicted step when that is longer...
-    assert bound.limit_s(400.0) == 800.0
-    assert bound.limit_s(100.0) == 600.0
+    assert bound.first_step_s == 2 * ((estimate.startup_minutes + 4 * estimate.startup_minutes_per_doubling) * 60 + 300)
+    assert bound.first_step_s == 2 * (27 * 60 + 300) == bound.limit_s(False)
+    # After a step: 2 x the longest step time or interval measured, the prediction only while nothing is...
+    assert bound.limit_s(True, 400.0) == 800.0
+    assert bound.limit_s(True, 750.0) == 1500.0  # steps 2.5 x the prediction: followed, not stopped
+    assert bound.limit_s(True, None) == 600.0  # 2 x the predicted 300 s
+    assert bound.limit_s(True, 100.0) == 600.0  # the floor, not 2 x 100 s
     # ...never below the site's floor (10 min).
     small = stall_bound(lumi, 1, predicted_step_s=5.0)
-    assert small.limit_s(30.0) == 600.0 and small.floor_s == 600.0
-    assert small.first_step_s == max(600.0, 2 * 15 * 60)
+    assert small.limit_s(True, 30.0) == 600.0 and small.floor_s == 600.0
+    assert small.first_step_s == 2 * (15 * 60 + 5.0)
+
+
+def test_the_strong_series_one_node_dapo_run_gets_its_start_up_and_first_step() -> None:
+    """The run the old bound (2 x start-up = 30 min) stopped every time: 15 min of start-up and a
+    first step of about 20 min (published: 309 s at 4 nodes, proportional below) need 35 min."""
+    lumi = load_study(site="lumi", sets=["selection.gsm8k=100", "selection.dapo_math=10"])
+    run = next(r for r in known_runs(build_plan(lumi, root=Path("/s"))) if r.run_id.startswith("dapo_math-n1-p40-"))
+    bound = run_stall_bound(lumi, run)
+    healthy_first_step_s = 15 * 60 + 309 * 4
+    assert bound.predicted_step_s == pytest.approx(309 * 4, abs=0.5)
+    assert bound.first_step_s == pytest.approx(2 * healthy_first_step_s, abs=1)
+    assert bound.first_step_s > healthy_first_step_s * 1.9
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +93,9 @@ def test_a_run_frozen_after_step_2_is_stopped_within_its_bound_and_filed(
     assert job["status"] == "stalled" and stall["last_step"] == 2
     # The bound after step 2: the floor (3 s), as 3 x the slowest interval (about 0.3 s) and 3 x the
     # predicted step are shorter; it fired after the bound and within a few looks of the clock.
-    expected = max(3.0, 3.0 * max(stall["slowest_interval_seconds"], run.estimate["step_seconds"]))
+    # It followed what was measured: the longest of the steps' logged times and the intervals.
+    expected = max(3.0, 3.0 * stall["longest_measured_seconds"])
+    assert 0.25 <= stall["longest_measured_seconds"] < 3.0
     assert math.isclose(stall["bound_seconds"], round(expected, 1), abs_tol=0.1)
     assert stall["bound_seconds"] < stall["waited_seconds"] <= stall["bound_seconds"] + 3.0
     # What the run would still have held: its time limit less what it ran, on its one node.
@@ -104,14 +119,20 @@ def test_a_slow_run_that_keeps_logging_steps_is_not_stopped(
     assert_no_run_processes()
 
 
-def test_plan_prints_the_guards_bounds() -> None:
+def test_plan_prints_each_runs_bounds_and_where_its_estimate_comes_from() -> None:
     import subprocess
     import sys
 
     shown = subprocess.run(
-        [sys.executable, "-m", "rlvr_scaling", "plan", "--site", "lumi"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "rlvr_scaling", "plan", "--site", "lumi", "--set", "selection.gsm8k=100"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     [line] = [line for line in shown.splitlines() if line.startswith("Hang guard:")]
-    # 1 node: 2 x 15 min; 16 nodes: 2 x (15 + 4 x 3) min; the floor, 10 min.
-    assert "30 min (1 node) to 54 min (16 nodes) before the first step" in line
-    assert "2 x the slowest interval between steps" in line and "never under 10 min" in line
+    assert "2 x (the predicted start-up + the predicted first step)" in line and "never under 10 min" in line
+    rows = {row.split()[0]: row.split(maxsplit=6) for row in shown.splitlines() if row.startswith("  gsm8k-n16-p400-")}
+    [(run_id, row)] = rows.items()
+    # 16 nodes: 27 min of start-up; the published 72 s step (not the ideal 48 s); 2 x (27 min + 72 s).
+    assert row[1:6] == ["27.0m", "72s", f"{2 * (27 * 60 + 72) / 60:.1f}m", "10.0m", f"{math.ceil(2 * (27 + 24))}m"]
+    assert row[6].startswith("lumi-rlvr-blog: strong step 204 s at 4, 72 s at 16 nodes")

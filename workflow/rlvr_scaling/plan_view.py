@@ -233,8 +233,18 @@ def memory_record(study: Study, run: PlannedRun, root: Path) -> dict[str, Any]:
 
 def plan_records(study: Study, plan: list[PlannedRun], root: Path) -> list[dict[str, Any]]:
     """`plan --json`: each run as the plan holds it, with its memory budget beside its memory settings
-    (`memory`, which job.json records too)."""
-    return [{**run.to_dict(), "memory_budget": memory_record(study, run, root)} for run in plan]
+    (`memory`, which job.json records too) and the hang guard's bounds (`stall_bound`: first_step_s,
+    the wait from the launch to the first step; predicted_step_s, factor, floor_s; null while pending)."""
+    from rlvr_scaling.execution.stall_guard import run_stall_bound
+
+    return [
+        {
+            **run.to_dict(),
+            "memory_budget": memory_record(study, run, root),
+            "stall_bound": run_stall_bound(study, run).to_dict() if isinstance(run, Run) else None,
+        }
+        for run in plan
+    ]
 
 
 def release_line(study: Study) -> str | None:
@@ -258,28 +268,6 @@ def fabric_line(study: Study, plan: list[PlannedRun]) -> str | None:
         f"transport per node, a run over another is invalid for scaling. The preflight's all-reduce of "
         f"{fabric.collective_megabytes:g} MB across two nodes must show {fabric.transport} and at least "
         f"{fabric.bandwidth_floor_gb_per_s:g} GB/s of bus bandwidth within {fabric.collective_timeout_seconds:g} s."
-    )
-
-
-def guard_line(study: Study, plan: list[PlannedRun]) -> str | None:
-    """The hang guard's bounds (execution.stall_guard) over the plan's node counts."""
-    from rlvr_scaling.execution.stall_guard import stall_bound
-
-    nodes = sorted({run.nodes for run in plan})
-    if not nodes:
-        return None
-    low, high = (stall_bound(study, n, 0.0) for n in (nodes[0], nodes[-1]))
-
-    def count(n: int) -> str:
-        return f"{n} node{'s' if n > 1 else ''}"
-
-    span = f"{low.first_step_s / 60:g} min ({count(nodes[0])})"
-    if len(nodes) > 1:
-        span += f" to {high.first_step_s / 60:g} min ({count(nodes[-1])})"
-    return (
-        f"Hang guard: a run that logs no step is stopped and filed as failed after {span} before the first "
-        f"step, then {low.factor:g} x the slowest interval between steps or the predicted step, never under "
-        f"{low.floor_s / 60:g} min (launch.stall_floor_minutes)."
     )
 
 

@@ -15,6 +15,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.analysis.across_runs.selection_io import current_plan, read_selection, read_sweep_step, sweep_run_ids
 from rlvr_scaling.analysis.across_runs.sweep_order import SEQUENTIAL
 from rlvr_scaling.analysis.cost.budget import check_budget
+from rlvr_scaling.analysis.cost.run_estimates import RunEstimates
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.execution.preflight import preflight_nodes
 from rlvr_scaling.execution.storage import link_results
@@ -208,11 +209,16 @@ class Lookup:
         check_budget(self.study, self._plan(), self.root)
 
     def run_resources(self) -> dict[str, Callable[[Any], Any]]:
-        """The run rule's resources: per run, as the plan gives them."""
+        """The run rule's resources: per run, as the plan gives them; the time limit priced from what
+        is measured when Snakemake asks (analysis.cost.run_estimates: it asks once the job is ready to
+        run, and again for a retry)."""
 
         def of(name: str) -> Callable[[Any], Any]:
             def resource(wildcards: Any, attempt: int = 1) -> Any:  # Snakemake passes `attempt` by name
-                return self.run(wildcards.run_id).resources[name]
+                run = self.run(wildcards.run_id)
+                if name == "runtime":
+                    return RunEstimates.of(self.study, self._plan(), self.root).run(run).resources[name]
+                return run.resources[name]
 
             return resource
 

@@ -6,34 +6,23 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlvr_scaling.commands.common import add_command, load_study_of
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.fsutil import print_json, write_text_atomically
 
+if TYPE_CHECKING:
+    from rlvr_scaling.study.config import Study
+    from rlvr_scaling.study.plan import PlannedRun
+
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from rlvr_scaling.analysis.across_runs.selection_io import current_plan, skipped_sweep_points
-    from rlvr_scaling.analysis.cost.budget import budget_line, cost_function, study_cost
+    from rlvr_scaling.analysis.across_runs.selection_io import current_plan
+    from rlvr_scaling.analysis.cost.run_estimates import priced_plan
     from rlvr_scaling.inputs.data_check import check_inputs
     from rlvr_scaling.inputs.step_size import check_step_sizes
-    from rlvr_scaling.plan_view import (
-        build_line,
-        datasets_line,
-        fabric_line,
-        guard_line,
-        jobs_line,
-        lock_line,
-        memory_table,
-        plan_records,
-        plan_table,
-        preflight_line,
-        release_line,
-        results_line,
-        site_note,
-        sweep_savings,
-    )
+    from rlvr_scaling.plan_view import plan_records, site_note
 
     study = load_study_of(args)
     check_inputs(study)
@@ -46,33 +35,55 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = current_plan(study, root)
     check_step_sizes(study, plan, root)
     if not args.json:
-        cost_of, basis = cost_function(study, plan, root)
-        sys.stdout.write(plan_table(study, plan, root, cost_of, basis))
-        for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
-            print(line)
-        print(datasets_line(study))
-        print(budget_line(study_cost(study, plan, root)))
-        for line in memory_table(study, plan, root):
-            print(line)
-        notes = (
-            jobs_line(study),
-            release_line(study),
-            build_line(study),
-            fabric_line(study, plan),
-            guard_line(study, plan),
-        )
-        for note in notes:
-            if note:
-                print(note)
-        print(preflight_line(study, plan, root, cost_of))
-        print(results_line(study, Path(args.root)))
-        if lock := lock_line(study):
-            print(lock)
+        _print_plan(study, plan, root)
         return 0
-    print_json(plan_records(study, plan, root), sys.stdout)
+    # Each run's estimate, time limit and guard bounds from what is measured so far (none: the plan's).
+    print_json(plan_records(study, priced_plan(study, plan, root), root), sys.stdout)
     if note := site_note(study):
         print(f"rlvr-scaling: note: {note}", file=sys.stderr)
     return 0
+
+
+def _print_plan(study: Study, plan: list[PlannedRun], root: Path) -> None:
+    """`plan`'s text: the runs priced from what is measured so far (analysis.cost.run_estimates), the
+    budget, memory, the jobs before the runs, each run's hang guard bounds, the preflight, where."""
+    from rlvr_scaling.analysis.across_runs.selection_io import skipped_sweep_points
+    from rlvr_scaling.analysis.cost.budget import budget_line, cost_function, study_cost
+    from rlvr_scaling.analysis.cost.run_estimates import priced_plan
+    from rlvr_scaling.guard_view import guard_line, guard_table
+    from rlvr_scaling.plan_view import (
+        build_line,
+        datasets_line,
+        fabric_line,
+        jobs_line,
+        lock_line,
+        memory_table,
+        plan_table,
+        preflight_line,
+        release_line,
+        results_line,
+        sweep_savings,
+    )
+
+    cost_of, basis = cost_function(study, plan, root)
+    priced = priced_plan(study, plan, root)
+    sys.stdout.write(plan_table(study, priced, root, cost_of, basis))
+    for line in sweep_savings(skipped_sweep_points(study, root), cost_of):
+        print(line)
+    print(datasets_line(study))
+    print(budget_line(study_cost(study, plan, root)))
+    for line in memory_table(study, priced, root):
+        print(line)
+    notes = (jobs_line(study), release_line(study), build_line(study), fabric_line(study, priced))
+    for note in [*notes, guard_line(study, priced)]:
+        if note:
+            print(note)
+    for line in guard_table(study, priced):
+        print(f"  {line}")
+    print(preflight_line(study, priced, root, cost_of))
+    print(results_line(study, root))
+    if lock := lock_line(study):
+        print(lock)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -109,12 +120,15 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.across_runs.selection_io import current_plan
+    from rlvr_scaling.analysis.cost.run_estimates import RunEstimates
     from rlvr_scaling.execution.launch import RunFailed, launch
     from rlvr_scaling.study.plan import find_run
 
     study = load_study_of(args)
     root = Path(args.root).resolve()
-    run = find_run(current_plan(study, root), args.run_id)
+    plan = current_plan(study, root)
+    # Its estimate (the hang guard's bounds, job.json's time limit) from every run measured before it.
+    run = RunEstimates.of(study, plan, root).run(find_run(plan, args.run_id))
     try:
         final = launch(study, run, root, timeout_s=args.timeout)
     except RunFailed as exc:

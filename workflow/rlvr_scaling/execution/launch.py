@@ -178,8 +178,7 @@ def _stall_of(clock: StepClock, bound: StallBound, run: Run, elapsed_s: float, f
     """What job.json keeps of a run the hang guard stopped (stall_guard.stall_record)."""
     waited = time.monotonic() - clock.last_progress
     last = clock.last[0] if clock.last else None
-    slowest = (clock.slowest_interval or 0.0) if clock.last else None
-    return stall_record(bound, waited, last, slowest, run, elapsed_s, folder)
+    return stall_record(bound, waited, last, clock.longest_measured(), run, elapsed_s, folder)
 
 
 def _failure_detail(problems: list[str], code: int | None, job: dict[str, Any]) -> str:

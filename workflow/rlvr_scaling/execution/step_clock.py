@@ -59,11 +59,13 @@ class StepClock:
         self.seen: list[float] = []  # the time of each step 1, 2, ... (for the rule)
         self.stop: EarlyStop | None = None
         self.on_stop = on_stop
-        # The hang guard (execution.stall_guard): when the last step (or the launch) was seen, and the
-        # longest interval between two looks that found steps, by the monotonic clock.
+        # The hang guard (execution.stall_guard): when the last step (or the launch) was seen; the
+        # longest interval between two looks that found steps, by the monotonic clock; and the longest
+        # step time verl logged (timing_s/step).
         self.bound = bound
         self.last_progress = time.monotonic()
         self.slowest_interval: float | None = None
+        self.slowest_logged: float | None = None
 
     def poll(self) -> None:
         """Read the complete lines written since the last look; a new step is stamped now."""
@@ -93,7 +95,7 @@ class StepClock:
             except (ValueError, AttributeError, RecursionError):  # not verl's line: the summary names it
                 continue
             if isinstance(step, int) and not isinstance(step, bool):
-                self._progress(had_steps)
+                self._progress(had_steps, record.get("data"))
                 self.first = self.first or (step, stamp)
                 self.last = (step, stamp)
                 if reading is not None:  # it belongs to the last step of the look that made it
@@ -104,22 +106,30 @@ class StepClock:
                 if self.stop is not None:
                     return
 
-    def _progress(self, had_steps: bool) -> None:
+    def _progress(self, had_steps: bool, data: Any) -> None:
         """A step was logged now: the interval since the last one counts toward the bound (not the
-        start-up before the first)."""
+        start-up before the first), and so does the step's own time where verl logged it."""
         moment = time.monotonic()
         if had_steps and moment > self.last_progress:
             interval = moment - self.last_progress
             self.slowest_interval = max(self.slowest_interval or 0.0, interval)
         self.last_progress = moment
+        seconds = data.get("timing_s/step") if isinstance(data, dict) else None
+        if is_positive_finite(seconds):
+            self.slowest_logged = max(self.slowest_logged or 0.0, float(seconds))
+
+    def longest_measured(self) -> float | None:
+        """The longest step time or interval between steps measured so far; None: nothing yet (no step,
+        or one step logged without its time)."""
+        measured = [m for m in (self.slowest_interval, self.slowest_logged) if m is not None]
+        return max(measured) if measured else None
 
     def stalled(self) -> float | None:
         """How long since the last step (or the launch), when that is past the bound; else None."""
         if self.bound is None or self.stop is not None:
             return None
         waited = time.monotonic() - self.last_progress
-        # After the first step, before an interval is known (its steps came in one look): the predicted step.
-        limit = self.bound.limit_s((self.slowest_interval or 0.0) if self.first is not None else None)
+        limit = self.bound.limit_s(self.first is not None, self.longest_measured())
         return waited if waited > limit else None
 
     def cancel_stop(self) -> None:

@@ -12,6 +12,7 @@ from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import make_run_id
 from rlvr_scaling.study.image_identity import image_identity
 from rlvr_scaling.study.memory_budget import check_run_memory
+from rlvr_scaling.study.step_estimate import PublishedShape, ideal_step_s, published_shapes
 from rlvr_scaling.study.verl_args import build_verl_args
 
 SERIES_ORDER = ("sweep", "weak", "strong")
@@ -39,7 +40,7 @@ class Run:
     verl_args: list[str]
     resources: dict[str, Any]  # sbatch resources, in Snakemake's names
     node_hours: float
-    estimate: dict[str, float]
+    estimate: dict[str, Any]  # startup_minutes, step_seconds, runtime_minutes, time_limit_minutes, step_source
     identity: dict[str, Any]
     # The adaptive step count's rule (measured.adaptive_steps), None when the run takes all its steps.
     adaptive_steps: dict[str, Any] | None = None
@@ -147,23 +148,55 @@ def startup_minutes(study: Study, nodes: int) -> float:
     return estimate.startup_minutes + estimate.startup_minutes_per_doubling * math.log2(nodes)
 
 
-def _estimate(study: Study, dataset: str, nodes: int, trajectories: int) -> dict[str, float]:
-    """A deliberately simple model: step time proportional to trajectories per node."""
-    per_trajectory = study.config.datasets[dataset].estimate.seconds_per_trajectory
+def estimate_for(
+    study: Study,
+    dataset: str,
+    nodes: int,
+    step_s: float,
+    source: str,
+    startup_min: float | None = None,
+    startup_source: str = "the site's estimate",
+) -> dict[str, Any]:
+    """A run's estimate from its predicted step (and start-up: the site's unless given): runtime, time
+    limit, and where the step and start-up came from. Refused when the limit is over the site's
+    longest job."""
     estimate = study.config.estimate
-    step_s = per_trajectory * trajectories / nodes
-    runtime_min = startup_minutes(study, nodes) + study.config.algorithm.steps * step_s / 60
+    startup = startup_minutes(study, nodes) if startup_min is None else startup_min
+    runtime_min = startup + study.config.algorithm.steps * step_s / 60
     limit = max(10, math.ceil(runtime_min * estimate.time_limit_factor))
     longest = study.site.slurm.max_walltime_minutes
     if limit > longest:
         raise ConfigError(
             f"datasets.{dataset}.estimate.seconds_per_trajectory",
-            per_trajectory,
-            f"the {nodes}-node run of {trajectories} trajectories per step is estimated at {runtime_min:.0f} min, a "
-            f"time limit of {limit} min with estimate.time_limit_factor, over site '{study.site_name}''s "
-            f"longest job of {longest} min (slurm.max_walltime_minutes): run fewer steps, or check the estimate",
+            study.config.datasets[dataset].estimate.seconds_per_trajectory,
+            f"the {nodes}-node run is estimated at {runtime_min:.0f} min ({source}), a time limit of {limit} min "
+            f"with estimate.time_limit_factor, over site '{study.site_name}''s longest job of {longest} min "
+            "(slurm.max_walltime_minutes): run fewer steps, or check the estimate",
         )
-    return {"step_seconds": round(step_s, 2), "runtime_minutes": round(runtime_min, 2), "time_limit_minutes": limit}
+    return {
+        "startup_minutes": round(startup, 2),
+        "step_seconds": round(step_s, 2),
+        "runtime_minutes": round(runtime_min, 2),
+        "time_limit_minutes": limit,
+        "step_source": source,
+        "startup_source": startup_source,
+    }
+
+
+def _estimate(
+    study: Study, dataset: str, nodes: int, trajectories: int, series: list[str], shape: PublishedShape | None
+) -> dict[str, Any]:
+    """Ideal scaling from the site's seconds_per_trajectory, times the published shape where the
+    study's reference covers the run (study.step_estimate)."""
+    per_trajectory = study.config.datasets[dataset].estimate.seconds_per_trajectory
+    step_s = ideal_step_s(study, dataset, nodes, trajectories)
+    node_word = "node" if nodes == 1 else "nodes"
+    source = f"site estimate, ideal: {per_trajectory:g} s x {trajectories} trajectories / {nodes} {node_word}"
+    published = shape.shape(series, nodes) if shape is not None else None
+    if published is not None:
+        source = f"{published.source}; {published.factor:.3g} x ideal {step_s:.4g} s"
+        step_s *= published.factor
+    return estimate_for(study, dataset, nodes, step_s, source)
 
 
 # The resources a Slurm job of the study asks for (sbatch_resources' keys): the rules' `resources`.
@@ -212,7 +245,14 @@ def build_resources(study: Study) -> dict[str, Any]:
 
 
 def make_run(
-    study: Study, dataset: str, nodes: int, prompts: int, one_node_prompts: int, series: str, root: Path
+    study: Study,
+    dataset: str,
+    nodes: int,
+    prompts: int,
+    one_node_prompts: int,
+    series: list[str],
+    root: Path,
+    shape: PublishedShape | None = None,
 ) -> Run:
     cfg = study.config
     n = cfg.algorithm.responses_per_prompt
@@ -229,13 +269,13 @@ def make_run(
     concurrency = concurrency_for(study, one_node_prompts)
     identity = _identity(study, dataset, nodes, prompts, concurrency)
     run_id = make_run_id(dataset, nodes, prompts, identity)
-    estimate = _estimate(study, dataset, nodes, trajectories)
+    estimate = _estimate(study, dataset, nodes, trajectories, series, shape)
     per_engine = trajectories / (nodes * engines_per_node(study))
     # Before any job: a run over a GPU's memory is refused, naming what does not fit and what would.
     check_run_memory(study, dataset, nodes, trajectories, per_engine, root)
     return Run(
         run_id=run_id,
-        series=[series],
+        series=list(series),
         dataset=dataset,
         nodes=nodes,
         gpus_per_node=gpus,
@@ -277,37 +317,36 @@ def _pending_run(study: Study, dataset: str, nodes: int, factor: int, series: st
     )
 
 
-def _add(runs: dict[Any, PlannedRun], key: Any, run: PlannedRun) -> None:
-    if key in runs:
-        existing = runs[key]
-        for series in run.series:
-            if series not in existing.series:
-                existing.series.append(series)
-    else:
-        runs[key] = run
-
-
 def dataset_runs(study: Study, dataset: str, selected: int | None, root: Path) -> list[PlannedRun]:
-    """Every run of one dataset; the scaling runs are pending while `selected` is None."""
+    """Every run of one dataset; the scaling runs are pending while `selected` is None. A run in two
+    series (the selected sweep point is the one-node weak run; the reference-node weak run is the
+    strong one) is one run, estimated over both."""
     cfg = study.config
     scaling = cfg.scaling
-    runs: dict[Any, PlannedRun] = {}
-    pinned = cfg.selection.get(dataset)
-    if pinned is None:
+    # (nodes, prompts, one-node prompts): its series, in the order first met
+    points: dict[tuple[int, int, int], list[str]] = {}
+    pending: dict[tuple[int, int], PendingRun] = {}
+    if cfg.selection.get(dataset) is None:
         for prompts in cfg.datasets[dataset].sweep:
-            run = make_run(study, dataset, 1, prompts, prompts, "sweep", root)
-            _add(runs, run.run_id, run)
+            points.setdefault((1, prompts, prompts), []).append("sweep")
     series_points = [("weak", nodes, nodes) for nodes in scaling.weak_nodes]
     ref = scaling.strong_reference_nodes
     series_points += [("strong", nodes, ref) for nodes in scaling.strong_nodes]
     for series, nodes, factor in series_points:
         if selected is None:
-            _add(runs, ("pending", nodes, factor), _pending_run(study, dataset, nodes, factor, series))
-        else:
-            run = make_run(study, dataset, nodes, selected * factor, selected, series, root)
-            _add(runs, run.run_id, run)
+            waiting = pending.setdefault((nodes, factor), _pending_run(study, dataset, nodes, factor, series))
+            if series not in waiting.series:
+                waiting.series.append(series)
+        elif series not in (named := points.setdefault((nodes, selected * factor, selected), [])):
+            named.append(series)
+    shape = published_shapes(study).get(dataset) if points else None
+    runs: list[PlannedRun] = [
+        make_run(study, dataset, nodes, prompts, one_node, series, root, shape)
+        for (nodes, prompts, one_node), series in points.items()
+    ]
+    runs += list(pending.values())
     return sorted(
-        runs.values(), key=lambda r: (SERIES_ORDER.index(r.series[0]), r.nodes, r.prompts if isinstance(r, Run) else 0)
+        runs, key=lambda r: (SERIES_ORDER.index(r.series[0]), r.nodes, r.prompts if isinstance(r, Run) else 0)
     )
 
 

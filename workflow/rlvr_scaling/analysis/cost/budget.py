@@ -57,19 +57,23 @@ def failed_attempts_cost(root: Path) -> float:
 
 
 def cost_function(study: Study, plan: list[PlannedRun], root: Path) -> tuple[Callable[[Run], float], str]:
-    """A run's node-hours: measured for a run done; else calibrated by the sweep points measured
-    (analysis.cost.calibration) where its dataset has any, else the site's estimate; and a phrase saying
+    """A run's node-hours: measured for a run done; else priced from what the runs done measured
+    (analysis.cost.run_estimates: the sweep's line, the start-up, the nearest run of its series measured,
+    with the measured tear-down) where anything is, else the plan's estimate; and a phrase saying
     which, for the runs not done."""
-    from rlvr_scaling.analysis.cost.calibration import calibrate
+    from rlvr_scaling.analysis.cost.run_estimates import RunEstimates
 
-    calibration = calibrate(study, plan, root)
+    estimates = RunEstimates.of(study, plan, root)
+    calibration = estimates.calibration
 
     def cost_of(run: Run) -> float:
         measured = measured_node_hours(paths.run_dir(root, run.run_id))
         if measured is not None:
             return measured
-        calibrated = calibration.node_hours(study, run)
-        return run.node_hours if calibrated is None else calibrated
+        priced = estimates.run(run)
+        if priced is run:
+            return run.node_hours
+        return priced.nodes * (priced.estimate["runtime_minutes"] * 60 + calibration.teardown_s) / 3600
 
     if not calibration.points:
         return cost_of, " (the site's estimate: no sweep point measured yet)"
