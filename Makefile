@@ -12,7 +12,7 @@ CORES ?= 2
 # install instead cost 34 s of the environment's 62 s (2026-12-05).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test test-fast lint format bench clean engine-lock workflow-env
+.PHONY: demo test test-fast lint format bench clean engine-lock workflow-env rehearse
 
 $(STAMP): envs/local.txt envs/workflow.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -77,6 +77,13 @@ test: $(STAMP) $(WORKFLOW_STAMP)
 # the composed runs) is then built once, not once per worker: 137 -> 129 s of CPU (no xdist_group here).
 test-fast: $(STAMP)
 	$(BIN)/pytest -n 2 --dist loadscope -m "not slow and not slurm and not apptainer and not standin and not resolve and not workflow_env and not heavy"
+
+# The LUMI study rehearsed whole on the test Slurm cluster (tests/rehearsal; root, as .ci/run): the
+# cluster installed and started if it is not up, then the rehearsal with the adaptive step count off and on.
+rehearse: $(STAMP)
+	bash tests/slurm/cluster.sh install
+	bash tests/slurm/cluster.sh start
+	$(BIN)/python -m tests.rehearsal --adaptive both
 
 lint: $(STAMP)
 	$(BIN)/ruff check workflow tests benchmarks

@@ -22,6 +22,12 @@ start-up on 2 cores (~65-80 s):
 Through the environment: RLVR_STANDIN_STEP_SECONDS (each step's time, default 0.3);
 RLVR_STANDIN_FREEZE_AFTER (a step after which it hangs, alive and silent, as a hung collective does). Its workers'
 command lines end in `ray::WorkerDict` (they start with the Python that runs them).
+RLVR_STANDIN_TIMINGS: a JSON file that makes it step at the published LUMI study's timings, compressed
+(the rehearsal, tests/rehearsal): each run's start-up and per-phase step times, memory and tokens from
+tests/published_timings.py, every duration divided by the file's `compression`; `slower` and
+`freeze_after` (keyed "dataset/nodes/prompts") plant a slow run and a hang. Its workers then run one
+per node of the Slurm job, as one srun step (a node's workers as one process: production's verl has
+one Ray worker per GPU, started over one srun step by the ray-srun launcher).
 RLVR_STANDIN_PM_COUNTERS: a folder in HPE Cray's pm_counters layout whose counters it advances by
 RLVR_STANDIN_JOULES_PER_STEP (node; each of 4 accelerators an eighth) in each step, before logging it:
 on LUMI the node's counters advance as it works (execution/energy.py reads them).
@@ -40,6 +46,7 @@ from pathlib import Path
 WORKER_TITLE = "ray::WorkerDict"
 PEER_VAR = "RLVR_STANDIN_PEER"
 FREEZE_VAR = "RLVR_STANDIN_FREEZE_AFTER"  # the step after which the stand-in logs nothing more
+TIMINGS_VAR = "RLVR_STANDIN_TIMINGS"  # the rehearsal's published timings (tests/rehearsal)
 # A worker nobody ended still goes by itself after this long, so a broken test leaks nothing for ever.
 WORKER_LIFETIME_S = 900.0
 
@@ -70,6 +77,10 @@ _kept: list[socket.socket] = []
 
 
 def worker() -> None:
+    # A rehearsal's worker is its node's (one srun task per node): it records under the node's name,
+    # as each LUMI node's Ray processes do (engines.fabric.NODE_VAR, set by every node's start).
+    if os.environ.get(TIMINGS_VAR) and os.environ.get("SLURMD_NODENAME"):
+        os.environ["RLVR_NODE_NAME"] = os.environ["SLURMD_NODENAME"]
     join_collective()
     deadline = time.monotonic() + WORKER_LIFETIME_S
     while time.monotonic() < deadline:
@@ -114,6 +125,10 @@ def advance_counters(folder: Path, joules: float) -> None:
 
 
 def driver(argv: list[str]) -> int:
+    if os.environ.get(TIMINGS_VAR):
+        from tests.standin_rehearsal import rehearsal_driver
+
+        return rehearsal_driver(overrides(argv), Path(os.environ[TIMINGS_VAR]))
     settings = overrides(argv)
     steps = int(settings["trainer.total_training_steps"])
     gpus = int(settings["trainer.nnodes"]) * int(settings["trainer.n_gpus_per_node"])

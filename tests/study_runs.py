@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,11 @@ from rlvr_scaling.study.model_shape import model_record
 from rlvr_scaling.study.plan import Run, build_plan, known_runs
 from rlvr_scaling.study.yaml_file import read_yaml
 
+from .published_timings import (
+    FAILED_POINTS,
+    step_records,
+)
+
 # The study's model's config.json as Hugging Face serves it (Qwen/Qwen3-8B): the shape MFU counts from.
 QWEN3_8B_CONFIG = Path(__file__).parents[1] / "config" / "models" / "Qwen__Qwen3-8B.json"
 PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.yaml")["selection"]
@@ -38,56 +42,6 @@ PUBLISHED: dict[str, int] = read_yaml(paths.CONFIG_DIR / "published-selection.ya
 # sequential sweep would stop at the 150 prompts over the memory cap: tests/test_sequential_sweep.py).
 STUDY_SETS = [f"selection.dapo_math={PUBLISHED['dapo_math']}", "selection_rule.sweep_order=grid"]
 SITE = "lumi"
-
-PHASE_KEYS = ("gen", "old_log_prob", "update_actor", "update_weights")
-# Mean seconds per measured step of (gen, old_log_prob, update_actor, update_weights, rest), keyed by
-# (dataset, nodes, prompts), shaped like the published series (docs/study.md): GSM8K weak
-# 192 -> 247.6 s, strong 4 -> 16 nodes 204 -> 72 s; DAPO weak 300 -> 312.3 s, strong 309 -> 165 s.
-PROFILES: dict[tuple[str, int, int], tuple[float, float, float, float, float]] = {
-    # GSM8K sweep on one node (100 prompts is the 1-node weak run below); 200 prompts runs out of memory
-    ("gsm8k", 1, 25): (20.0, 10.0, 22.0, 6.0, 12.0),
-    ("gsm8k", 1, 50): (30.0, 20.0, 43.0, 6.0, 11.0),
-    ("gsm8k", 1, 150): (70.0, 57.0, 124.0, 6.0, 18.0),
-    # GSM8K weak (100 prompts per node)
-    ("gsm8k", 1, 100): (48.0, 38.0, 84.0, 6.0, 16.0),
-    ("gsm8k", 2, 200): (49.5, 39.0, 85.0, 6.5, 16.0),
-    ("gsm8k", 4, 400): (52.0, 40.5, 88.0, 7.0, 16.5),
-    ("gsm8k", 8, 800): (56.0, 43.5, 93.0, 8.0, 17.5),
-    ("gsm8k", 16, 1600): (62.6, 49.0, 106.0, 10.0, 20.0),
-    # GSM8K strong (400 prompts; the 4-node run is the weak one)
-    ("gsm8k", 1, 400): (196.0, 160.0, 345.0, 6.0, 63.0),
-    ("gsm8k", 2, 400): (100.0, 80.0, 172.0, 6.5, 37.5),
-    ("gsm8k", 8, 400): (33.0, 22.0, 46.0, 8.0, 9.0),
-    # 16 nodes: 72 s, of which log-probabilities and update 43 s (60%); generation 60% of the extra
-    # time over ideal scaling from 4 nodes (config/references/lumi-rlvr-blog.yaml)
-    ("gsm8k", 16, 400): (25.6, 14.0, 29.0, 2.0, 1.4),
-    # DAPO weak (10 prompts per node)
-    ("dapo_math", 1, 10): (150.0, 45.0, 85.0, 6.0, 14.0),
-    ("dapo_math", 2, 20): (151.0, 45.5, 85.5, 6.2, 13.8),
-    ("dapo_math", 4, 40): (155.0, 46.5, 87.0, 6.5, 14.0),
-    ("dapo_math", 8, 80): (153.0, 46.0, 86.5, 6.5, 14.0),
-    ("dapo_math", 16, 160): (158.0, 47.0, 87.5, 6.8, 13.0),
-    # DAPO strong (40 prompts)
-    ("dapo_math", 1, 40): (560.0, 182.0, 345.0, 6.0, 127.0),
-    ("dapo_math", 2, 40): (290.0, 92.0, 174.0, 6.2, 52.8),
-    ("dapo_math", 8, 40): (118.0, 24.0, 45.0, 7.0, 21.0),
-    # 16 nodes: 165 s, log-probabilities and update 43 s (26%), generation 90% of the extra time
-    ("dapo_math", 16, 40): (117.7, 13.0, 30.0, 2.0, 2.3),
-}
-# Peak training memory (GB per GPU); the 150-prompt sweep point is over the 0.98 x 64 GB cap.
-MEMORY_GB: dict[tuple[str, int, int], float] = {
-    ("gsm8k", 1, 25): 38.0,
-    ("gsm8k", 1, 50): 45.0,
-    ("gsm8k", 1, 150): 63.5,
-}
-DEFAULT_MEMORY_GB = {"gsm8k": 55.0, "dapo_math": 59.0}
-FAILED_POINTS = {("gsm8k", 1, 200)}
-# Per-trajectory token shape: (prompt mean, response mean, share of responses at the cap).
-TOKENS = {"gsm8k": (110.0, 740.0, 0.5), "dapo_math": (180.0, 5900.0, 0.48)}
-# Step 1 (warm-up: vLLM graph capture, first Megatron step) is much slower, so that counting it would
-# move every mean well beyond the tests' tolerance.
-WARMUP_FACTORS = (1.6, 1.3, 1.4, 1.0)
-WARMUP_EXTRA_S = 25.0
 
 
 @dataclass
@@ -136,55 +90,22 @@ def _key(run: Run) -> tuple[str, int, int]:
 def fabricate_steps(
     study: Study, run: Run, jitter: float, slower: float = 1.0, disturbed: dict[int, float] | None = None
 ) -> list[dict[str, Any]]:
-    """verl file-logger records for `run`; each measured step varies by up to +-jitter per figure.
-    `slower`: every phase of every step that many times its profile (a planted deviation).
-    `disturbed`: step -> factor, those steps' phases that many times as long (a busy machine)."""
-    # Seeded by what the run is, not by its id: the id's hash changes whenever the identity gains a
-    # field, and the study-shaped figures below must not move with it.
-    rng = random.Random("-".join(map(str, _key(run))))
-    means = tuple(v * slower for v in PROFILES[_key(run)])
-    prompt_mean, response_mean, clip = TOKENS[run.dataset]
-    memory = MEMORY_GB.get(_key(run), DEFAULT_MEMORY_GB[run.dataset])
-    trajectories = run.trajectories
-    assert trajectories is not None
-    n_gpus = run.nodes * run.gpus_per_node
-    records = []
-    for step in range(1, run.steps + 1):
-
-        def vary(value: float) -> float:
-            return round(value * (1 + jitter * rng.uniform(-1, 1)), 3)
-
-        factor = (disturbed or {}).get(step, 1.0)
-        phases = [round(vary(v) * factor, 3) for v in means[:4]]
-        other = vary(means[4]) * factor
-        if step <= run.warmup_steps:
-            phases = [round(v * f, 3) for v, f in zip(phases, WARMUP_FACTORS, strict=True)]
-            other += WARMUP_EXTRA_S
-        step_s = round(sum(phases) + other, 3)
-        # Whole token counts per step, so that tokens / (prompt mean + response mean) is the
-        # trajectory count exactly, as the validity check expects.
-        prompt_tokens = round(trajectories * prompt_mean * (1 + jitter * rng.uniform(-1, 1)))
-        response_tokens = round(trajectories * response_mean * (1 + jitter * rng.uniform(-1, 1)))
-        tokens = prompt_tokens + response_tokens
-        data = {
-            "training/global_step": step,
-            **{f"timing_s/{p}": v for p, v in zip(PHASE_KEYS, phases, strict=True)},
-            "timing_s/step": step_s,
-            "perf/total_num_tokens": tokens,
-            # verl's own figure: tokens / (step time x nnodes x gpus per node)
-            "perf/throughput": tokens / (step_s * n_gpus),
-            "perf/max_memory_allocated_gb": round(memory + (0.4 if step <= run.warmup_steps else vary(0.2)), 3),
-            "prompt_length/mean": prompt_tokens / trajectories,
-            "response_length/mean": response_tokens / trajectories,
-            "response_length/max": run.max_response_length,
-            "response_length/clip_ratio": round(clip * (1 + jitter * rng.uniform(-1, 1)), 4),
-            "actor/lr": float(study.config.algorithm.lr),
-            # verl's own MFU on LUMI: its device table has no MI250X, the peak is infinite (#33)
-            "perf/mfu/actor": 0.0,
-            "perf/mfu/actor_infer": 0.0,
-        }
-        records.append({"step": step, "data": data})
-    return records
+    """verl file-logger records for `run` (published_timings.step_records): each measured step varies
+    by up to +-jitter per figure; `slower`: every phase that many times its profile (a planted
+    deviation); `disturbed`: step -> factor, those steps' phases that many times as long."""
+    assert run.trajectories is not None
+    return step_records(
+        _key(run),
+        run.steps,
+        run.warmup_steps,
+        run.trajectories,
+        run.nodes * run.gpus_per_node,
+        run.max_response_length,
+        float(study.config.algorithm.lr),
+        jitter,
+        slower,
+        disturbed,
+    )
 
 
 def _job(study: Study, run: Run, root: Path, status: str, exit_status: int) -> dict[str, Any]:

@@ -281,7 +281,7 @@ def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
     slurm_workdir: Path, tmp_path: Path
 ) -> None:
     config = study_file(tmp_path, LONG_RUN.replace("algorithm.steps: 200", "algorithm.steps: 3"))
-    subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=down", "reason=rlvr-test"], check=True)
+    subprocess.run(["scontrol", "update", "nodename=ALL", "state=down", "reason=rlvr-test"], check=True)
     try:
         process = _start(slurm_workdir, config)
         # Data and model are prepared locally first; then the run is submitted and pends. Slurm gives
@@ -303,7 +303,7 @@ def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
         # The first job to wait is the preflight, ahead of every run.
         assert "Error in rule preflight" in output, output[-3000:]
     finally:
-        subprocess.run(["scontrol", "update", "nodename=n[1-4]", "state=resume"], check=False)
+        subprocess.run(["scontrol", "update", "nodename=ALL", "state=resume"], check=False)
         our_jobs_gone(slurm_workdir)
     assert not (slurm_workdir / "results" / "runs").exists() or not any((slurm_workdir / "results" / "runs").iterdir())
 

@@ -134,5 +134,5 @@ def test_plan_prints_each_runs_bounds_and_where_its_estimate_comes_from() -> Non
     rows = {row.split()[0]: row.split(maxsplit=6) for row in shown.splitlines() if row.startswith("  gsm8k-n16-p400-")}
     [(run_id, row)] = rows.items()
     # 16 nodes: 27 min of start-up; the published 72 s step (not the ideal 48 s); 2 x (27 min + 72 s).
-    assert row[1:6] == ["27.0m", "72s", f"{2 * (27 * 60 + 72) / 60:.1f}m", "10.0m", f"{math.ceil(2 * (27 + 24))}m"]
+    assert row[1:6] == ["27.0m", "72s", f"{2 * (27 * 60 + 72) / 60:.1f}m", "10.0m", f"{math.ceil(3 * (27 + 24))}m"]
     assert row[6].startswith("lumi-rlvr-blog: strong step 204 s at 4, 72 s at 16 nodes")

@@ -59,7 +59,7 @@ def test_each_lumi_scaling_runs_step_is_the_published_one(dataset: str) -> None:
                 expected = max(_published_step(dataset, "weak", 4), _published_step(dataset, "strong", 4))
             assert run.estimate["step_seconds"] == pytest.approx(expected, abs=0.01), (series, nodes)
             assert run.estimate["step_source"].startswith("lumi-rlvr-blog: "), (series, nodes)
-            limit = math.ceil(2 * (run.estimate["startup_minutes"] + 20 * expected / 60))
+            limit = math.ceil(3 * (run.estimate["startup_minutes"] + 20 * expected / 60))
             assert run.resources["runtime"] == limit
 
 
@@ -109,8 +109,16 @@ def test_what_the_site_measured_prices_the_runs_not_yet_made(tmp_path: Path) -> 
     assert f"as {weak8.run.run_id} measured" in priced.estimate["step_source"]
     assert "sweep point(s) measured" in priced.estimate["step_source"]
     startup = priced.estimate["startup_minutes"]
-    assert priced.resources["runtime"] == math.ceil(2 * (startup + 20 * expected / 60))
-    assert run_stall_bound(study, priced).first_step_s == pytest.approx(2 * (startup * 60 + expected), abs=1)
+    assert priced.node_hours == pytest.approx(16 * (startup + 20 * expected / 60) / 60, abs=0.01)
+    # The bounds never fall under the plan's: a time limit or a first wait too short stops a healthy run.
+    planned = next(r for r in known_runs(plan) if r.run_id == target.run.run_id)
+    limit = max(math.ceil(3 * (startup + 20 * expected / 60)), planned.resources["runtime"])
+    assert priced.resources["runtime"] == limit
+    bound_step = max(expected, planned.estimate["step_seconds"])
+    bound_startup = max(startup, planned.estimate["startup_minutes"])
+    first = run_stall_bound(study, priced).first_step_s
+    assert first == pytest.approx(2 * (bound_startup * 60 + bound_step), abs=1)
+    assert first >= run_stall_bound(study, planned).first_step_s - 1
     # Priced twice, the same: the estimate starts from the plan's run, not from a priced one.
     assert estimates.run(priced).estimate == priced.estimate
     # A run measured keeps the plan's estimate (it is done).
@@ -136,10 +144,11 @@ def test_the_launch_command_and_snakemakes_time_limit_use_the_priced_run(
     plan = build_plan(made.study, {"gsm8k": 100}, tmp_path)
     expected = RunEstimates.of(made.study, plan, tmp_path).run(target.run)
     assert handed[0].estimate == expected.estimate and handed[0].estimate != target.run.estimate
+    assert "measured" in handed[0].estimate["step_source"]  # the nearest strong run measured scales it
     monkeypatch.chdir(tmp_path)
     lookup = Lookup(made.study, tmp_path)
     runtime = lookup.run_resources()["runtime"](SimpleNamespace(run_id=target.run.run_id))
-    assert runtime == expected.resources["runtime"] != target.run.resources["runtime"]
+    assert runtime == expected.resources["runtime"] == expected.estimate["time_limit_minutes"]
 
 
 def test_the_guard_follows_the_step_time_verl_logs(tmp_path: Path) -> None:
@@ -168,3 +177,23 @@ def test_the_guard_follows_the_step_time_verl_logs(tmp_path: Path) -> None:
     assert bare.stalled() is None
     bare.last_progress = time.monotonic() - 201
     assert bare.stalled() is not None
+
+
+def test_a_start_up_measured_on_fewer_nodes_never_shortens_a_larger_runs_wait() -> None:
+    """One-node runs measured 1 min of start-up: a one-node run is priced at that, a 16-node run at no
+    less than the site's own 27 min (the hang guard's first wait rests on it; a start-up extrapolated
+    from smaller runs could stop a healthy larger one)."""
+    from rlvr_scaling.analysis.cost.calibration import Calibration
+
+    study = load_study(site="lumi", sets=["selection.dapo_math=10"])
+    plan = known_runs(build_plan(study, root=Path("/s")))
+    sweep = next(r for r in plan if r.dataset == "gsm8k" and r.series == ["sweep"])
+    one = next(r for r in plan if r.dataset == "dapo_math" and r.nodes == 1 and "weak" in r.series)
+    sixteen = next(r for r in plan if r.dataset == "dapo_math" and r.nodes == 16 and "weak" in r.series)
+    # A stand-in for the measured summary: only its presence is read for a run of another series.
+    measured: dict = {sweep.run_id: object()}
+    estimates = RunEstimates(study, {r.run_id: r for r in plan}, Calibration({}, {}, 60.0), {}, measured)
+    assert estimates.startup_minutes(one) == (1.0 + 0 * 3, "measured, its growth per doubling estimated")
+    minutes, source = estimates.startup_minutes(sixteen)
+    assert minutes == 27.0 and source.startswith("the site's estimate (measured up to 1 node(s): 13 min)")
+    assert run_stall_bound(study, estimates.run(sixteen)).predicted_startup_s == 27 * 60

@@ -39,7 +39,7 @@ def test_a_changed_setting_names_new_settings_files_for_exactly_the_steps_that_r
         "bundle",
     }
     # Time-limit estimates: only the bundle, which holds the config (the runs do not change).
-    assert _changed_steps(config={"estimate": {"time_limit_factor": 3.0}}) == {"bundle"}
+    assert _changed_steps(config={"estimate": {"time_limit_factor": 4.0}}) == {"bundle"}
     # The budget decides what is submitted, the title and authors what the bundle cites.
     assert _changed_steps(config={"budget": {"node_hours": 200}}) == {"bundle"}
     assert _changed_steps(config={"study": {"name": "qwen3-8b-grpo-verl", "title": "T"}}) == {"bundle"}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# A real Slurm cluster on this one machine, for tests: 4 nodes x 8 fake GPUs on 127.0.0.1,
-# partitions named like LUMI's, slurmdbd accounting on MariaDB, munge authentication.
+# A real Slurm cluster on this one machine, for tests: 16 nodes x 8 fake GPUs on 127.0.0.1, each
+# declared with a LUMI-G node's 56 CPUs and 480 GB (config_overrides: the host has 2 cores), so that
+# the LUMI study's own sbatch lines are accepted as written (make rehearse); partitions named like
+# LUMI's, slurmdbd accounting on MariaDB, munge authentication.
 #   tests/slurm/cluster.sh install | start | stop | status
 # Root only (it writes /etc/slurm and starts daemons). Facts: docs/test-cluster.md.
 set -euo pipefail
@@ -8,10 +10,10 @@ set -euo pipefail
 STATE=${RLVR_SLURM_STATE:-/var/lib/rlvr-slurm}
 CLUSTER=rlvr
 ACCOUNT=${RLVR_SLURM_TEST_ACCOUNT:-rlvr-test}
-NODES=4
+NODES=16
 GPUS=8
-CPUS=16
-MEMORY_MB=64000
+CPUS=56
+MEMORY_MB=491520
 HOST=$(hostname)
 HSN_ADDRESS=10.213.0.1
 HSN_LABEL=lo:rlvrhsn

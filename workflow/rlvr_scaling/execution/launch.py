@@ -32,7 +32,7 @@ from rlvr_scaling.execution.run_directory import RunDirectory
 from rlvr_scaling.execution.run_environment import expanded_environment
 from rlvr_scaling.execution.run_records import job_record, render_command, spec_document
 from rlvr_scaling.execution.stall_guard import StallBound, run_stall_bound, stall_record
-from rlvr_scaling.execution.step_clock import POLL_SECONDS, StepClock, keep_steps_to_stop
+from rlvr_scaling.execution.step_clock import POLL_SECONDS, EarlyStop, StepClock, keep_steps_to_stop
 from rlvr_scaling.execution.watchdog import Guard
 from rlvr_scaling.inputs.container import module_environment, record_path, require_runtime
 from rlvr_scaling.inputs.container_build import base_changed_since_build
@@ -86,7 +86,8 @@ def wait_watching(process: subprocess.Popen, timeout_s: float | None, clock: Ste
         if left is not None and left <= 0:
             raise subprocess.TimeoutExpired(process.args, timeout_s or 0)
         try:
-            code = process.wait(timeout=POLL_SECONDS if left is None else min(POLL_SECONDS, left))
+            poll = clock.poll_seconds if clock is not None else POLL_SECONDS
+            code = process.wait(timeout=poll if left is None else min(poll, left))
         except subprocess.TimeoutExpired:
             code = None
         if clock is not None:
@@ -174,6 +175,19 @@ def _stop(process: subprocess.Popen, token: str, received: list[int]) -> tuple[i
         return -1, "stopped early"
 
 
+def _clock(
+    study: Study,
+    run: Run,
+    metrics: Path,
+    bound: StallBound,
+    meter: EnergyMeter,
+    on_stop: Callable[[EarlyStop], None],
+) -> StepClock:
+    """The run's step clock: its adaptive stop rule, energy readings, the guard's bound, the site's poll."""
+    rule = StopRule.of_run(run.to_dict())
+    return StepClock(metrics, rule, on_stop, meter.read, bound, study.site.launch.poll_seconds)
+
+
 def _stall_of(clock: StepClock, bound: StallBound, run: Run, elapsed_s: float, folder: Path) -> dict[str, Any]:
     """What job.json keeps of a run the hang guard stopped (stall_guard.stall_record)."""
     waited = time.monotonic() - clock.last_progress
@@ -243,22 +257,16 @@ def _run_in(
         return started
 
     began = time.monotonic()
-    metrics = directory.path("metrics.jsonl")
     job["stall_bound"] = (bound := run_stall_bound(study, run)).to_dict()
-    clock = StepClock(
-        metrics,
-        StopRule.of_run(run.to_dict()),
-        on_stop=lambda stop: directory.write_json("job.json", {**job, "adaptive_stop": stop.record}),
-        energy=meter.read,
-        bound=bound,
-    )
+    keep_stop = lambda stop: directory.write_json("job.json", {**job, "adaptive_stop": stop.record})  # noqa: E731
+    clock = _clock(study, run, directory.path("metrics.jsonl"), bound, meter, keep_stop)
     console = directory.path("console.log")
     code, exit_status = execute(command_file, console, env, directory.token, timeout_s, before, clock)
     last_step = run.steps
     if clock.stop is not None:  # also when a signal cut the stop short: why verl was ended stays on record
         job.update(adaptive_stop=clock.stop.record)
         if exit_status == "stopped early":
-            job["adaptive_stop"] = {**clock.stop.record, **keep_steps_to_stop(metrics, clock.stop)}
+            job["adaptive_stop"] = {**clock.stop.record, **keep_steps_to_stop(clock.metrics, clock.stop)}
             last_step = clock.stop.step
     if exit_status == "stalled":
         job["stall"] = _stall_of(clock, bound, run, time.monotonic() - began, directory.staging)

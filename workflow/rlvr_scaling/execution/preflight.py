@@ -37,6 +37,7 @@ from rlvr_scaling.execution.run_environment import (
     expanded_environment,
     recorded_environment,
 )
+from rlvr_scaling.execution.run_records import TRAINER_MODULE, trainer_module
 from rlvr_scaling.execution.storage import space_report
 from rlvr_scaling.fsutil import write_json
 from rlvr_scaling.inputs.container import module_environment, python_command, record_path, require_runtime
@@ -52,6 +53,11 @@ PROBE_SHARE, RECORD_SHARE, RECORD_SECONDS = 0.5, 0.05, 60.0
 
 def engine_modules(study: Study) -> list[str]:
     """What the configured engines import in the run's processes."""
+    if trainer_module() != TRAINER_MODULE:
+        # A test's stand-in trainer (tests/standin_trainer.py: the rehearsal of the LUMI study on the
+        # test cluster, whose engines cannot be installed here) is what its runs import, with no GPU.
+        # Production's probe imports the site's engines and counts its GPUs (tests/test_preflight.py).
+        return ["verl", trainer_module()]
     names = ["ray", "verl", "torch", "transformers", "hydra", "tensordict", "verl.trainer.main_ppo"]
     parallel = study.config.parallel
     names += {"vllm": ["vllm"], "sglang": ["sglang"], "hf": []}[parallel.rollout.engine]
@@ -305,7 +311,7 @@ def _engine_problems(study: Study, engine: dict[str, Any]) -> list[str]:
     ]
     gpus = engine.get("gpus_visible")
     wanted = study.site.hardware.gpus_per_node
-    if not study.site.cpu_engine and engine and gpus != wanted:
+    if not study.site.cpu_engine and engine and gpus != wanted and trainer_module() == TRAINER_MODULE:
         problems.append(f"{gpus} GPUs visible to the engine, the site says hardware.gpus_per_node = {wanted}")
     pinned = study.config.software.verl
     if engine and engine["versions"].get("verl") != pinned:

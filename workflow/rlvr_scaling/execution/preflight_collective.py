@@ -23,6 +23,7 @@ from rlvr_scaling import paths
 from rlvr_scaling.engines.collective_probe import MARK
 from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR
 from rlvr_scaling.execution.fabric_record import fabric_environment, transport_record
+from rlvr_scaling.execution.run_records import TRAINER_MODULE, trainer_module
 from rlvr_scaling.inputs.container import python_command
 from rlvr_scaling.study.config import Study
 
@@ -69,10 +70,13 @@ def judge(study: Study, record: dict[str, Any]) -> list[str]:
 
 def _request(study: Study, nodes: list[str], local_groups: bool, record_dir: Path) -> dict[str, Any]:
     fabric, site = study.site.fabric, study.site
+    # A test's stand-in trainer (tests/standin_trainer.py, the rehearsal) has one worker per node and no
+    # GPU: one CPU rank per node stands in for the node's GPUs. Production: a rank per GPU, on the GPU.
+    standin = trainer_module() != TRAINER_MODULE
     return {
         "nodes": nodes,
-        "ranks_per_node": site.hardware.gpus_per_node,
-        "use_gpus": not site.cpu_engine,
+        "ranks_per_node": 1 if standin else site.hardware.gpus_per_node,
+        "use_gpus": not site.cpu_engine and not standin,
         "local_groups": local_groups,
         "backend": "nccl" if fabric.nccl else "gloo",  # torch names RCCL's backend nccl too
         "bytes": int(fabric.collective_megabytes * MB),

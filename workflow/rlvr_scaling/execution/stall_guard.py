@@ -3,7 +3,8 @@ its time limit (a collective that hangs does so with no error: laifs-container-r
 
 A bound must never stop a healthy run, whose start-up and steps may take far longer than toy ones
 (LUMI: 15 to 27 min of start-up, steps of up to 20 min). Before the first step the run waits for its
-predicted start-up and its predicted first step, times estimate.time_limit_factor. After a step it
+predicted start-up and its predicted first step, times estimate.stall_factor (by default the
+time limit's factor). After a step it
 waits factor x the longest it has measured itself: the steps' own times as verl logs them
 (`timing_s/step`) and the intervals between the steps' lines. The predicted step serves only while
 nothing is measured (a first step logged without its time). Never below the site's
@@ -50,7 +51,7 @@ def stall_bound(
     study: Study, nodes: int, predicted_step_s: float, startup_s: float | None = None, source: str = ""
 ) -> StallBound:
     """`startup_s`: the run's predicted start-up (default: the site's estimate for `nodes`)."""
-    factor = study.config.estimate.time_limit_factor
+    factor = study.config.estimate.guard_factor
     floor_s = study.site.launch.stall_floor_minutes * 60
     startup = startup_minutes(study, nodes) * 60 if startup_s is None else startup_s
     first = max(floor_s, factor * (startup + predicted_step_s))
@@ -65,13 +66,14 @@ def stall_bound(
 
 
 def run_stall_bound(study: Study, run: Run) -> StallBound:
-    """The bound from the run's estimate as the plan (or the caller's measured estimate) holds it."""
+    """The bound from the run's estimate as the plan (or the caller's measured estimate) holds it: its
+    bounds' step and start-up where the estimate has them (never under the plan's), else its own."""
     estimate = run.estimate
-    startup = estimate.get("startup_minutes")
+    startup = estimate.get("bound_startup_minutes", estimate.get("startup_minutes"))
     return stall_bound(
         study,
         run.nodes,
-        float(estimate.get("step_seconds") or 0.0),
+        float(estimate.get("bound_step_seconds", estimate.get("step_seconds")) or 0.0),
         None if startup is None else float(startup) * 60,
         str(estimate.get("step_source") or ""),
     )

@@ -19,7 +19,7 @@ from rlvr_scaling.execution.stall_guard import StallBound
 from rlvr_scaling.measured.adaptive_steps import StopRule, stop_record
 from rlvr_scaling.measured.metrics_file import is_positive_finite
 
-# How often the launcher looks: the times are good to about this.
+# How often the launcher looks (the site's launch.poll_seconds): the times are good to about this.
 POLL_SECONDS = 1.0
 # Where the steps verl logged after the adaptive step count's stop are kept.
 AFTER_STOP = "metrics.after_stop.jsonl"
@@ -43,11 +43,13 @@ class StepClock:
         on_stop: Callable[[EarlyStop], None] | None = None,
         energy: Callable[[], dict[str, float] | None] | None = None,
         bound: StallBound | None = None,
+        poll_seconds: float = POLL_SECONDS,
     ) -> None:
         """`on_stop`: called once the rule holds, before the run's processes are ended (the launcher
         records the stop first, so a launcher killed while it ends them leaves why in job.json).
         `energy`: reads the node's energy counters (execution.energy) when a step is stamped."""
         self.metrics = metrics
+        self.poll_seconds = poll_seconds
         self.energy = energy
         # (step, counters): a reading belongs to the last step of the look that made it
         self.first_energy: tuple[int, dict[str, float]] | None = None
@@ -167,7 +169,7 @@ class StepClock:
             "first_step_logged": self.first[1],
             "last_step": self.last[0],
             "last_step_logged": self.last[1],
-            "poll_seconds": POLL_SECONDS,
+            "poll_seconds": self.poll_seconds,
             # The node's energy counters (joules) as those steps were stamped; absent if not read.
             **(
                 {"energy_first_step": self.first_energy[0], "first_step_energy_j": self.first_energy[1]}

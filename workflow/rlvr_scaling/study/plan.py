@@ -163,7 +163,7 @@ def estimate_for(
     estimate = study.config.estimate
     startup = startup_minutes(study, nodes) if startup_min is None else startup_min
     runtime_min = startup + study.config.algorithm.steps * step_s / 60
-    limit = max(10, math.ceil(runtime_min * estimate.time_limit_factor))
+    limit = math.ceil(max(estimate.min_time_limit_minutes, runtime_min * estimate.time_limit_factor))
     longest = study.site.slurm.max_walltime_minutes
     if limit > longest:
         raise ConfigError(

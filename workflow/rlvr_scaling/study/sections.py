@@ -73,6 +73,8 @@ class Launch(Section):
     # The hang guard's least wait for a step (execution.stall_guard): a run quiet for longer than its
     # bound, never below this, is stopped.
     stall_floor_minutes: float = 10.0
+    # How often the launcher looks for new steps: the guard's and the step stamps' resolution.
+    poll_seconds: float = 1.0
     # GPU index on a node -> the CPUs closest to it (a Linux CPU list, "49-55"): each verl worker of
     # one GPU binds itself to them (rlvr_scaling.engines.hooks). Empty: no binding.
     gpu_cpu_affinity: dict[int, str] = field(default_factory=dict)
@@ -266,6 +268,15 @@ class Estimate(Section):
     startup_minutes: float = 0.0
     time_limit_factor: float = 2.0
     startup_minutes_per_doubling: float = 0.0
+    # The hang guard's factor (execution.stall_guard); None: time_limit_factor. A time limit costs only
+    # a later start in the queue (a site bills what a job used), a hang holds every node of its run for
+    # the guard's whole wait: the guard may be tighter than the limit.
+    stall_factor: float | None = None
+    min_time_limit_minutes: float = 10.0
+
+    @property
+    def guard_factor(self) -> float:
+        return self.time_limit_factor if self.stall_factor is None else self.stall_factor
 
 
 @dataclass(frozen=True)

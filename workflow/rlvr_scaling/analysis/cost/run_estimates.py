@@ -11,6 +11,10 @@ The step time, in order of what is known:
 The start-up: the site's estimate until runs have measured theirs (the calibration's start-up, per
 doubling of nodes where two node counts measured it).
 
+Its node-hours are the best guess from what is measured. Its time limit and the hang guard's first
+wait never fall below the plan's (`bound_step_seconds`, `bound_startup_minutes`): measurements only
+lengthen them, as a bound too short stops a healthy run.
+
 Snakemake computes a job's time limit once it is ready to run: the sweep's points one after the
 other, every scaling run together once the selection is made. The launch command prices its run
 again as it starts, so the hang guard's bounds follow every run measured before it.
@@ -77,7 +81,7 @@ class RunEstimates:
         step = max(0.0, fixed + per_trajectory * run.trajectories_per_engine)
         points = self.calibration.points[run.dataset]
         source = (
-            f"the line of the {points} sweep point(s) measured on the site ({run.trajectories_per_engine:g} per engine)"
+            f"the line of {points} sweep point(s) measured: {step:.4g} s at {run.trajectories_per_engine:g} per engine"
         )
         shape = self.shapes.get(run.dataset)
         published = shape.shape(run.series, run.nodes) if shape is not None else None
@@ -117,15 +121,23 @@ class RunEstimates:
         )
 
     def startup_minutes(self, run: Run) -> tuple[float, str]:
+        """The start-up measured (a line in log2 of nodes where two node counts measured it), never under
+        the site's estimate beyond the largest node count measured: the hang guard's first wait rests on
+        it, and a start-up extrapolated from smaller runs could stop a healthy larger one."""
         calibration = self.calibration
+        estimated = startup_minutes(self.study, run.nodes)
         if calibration.startup_s is None:
-            return startup_minutes(self.study, run.nodes), "the site's estimate"
+            return estimated, "the site's estimate"
         growth = calibration.startup_per_doubling_s
         measured_growth = growth is not None
         if growth is None:
             growth = 60 * self.study.config.estimate.startup_minutes_per_doubling
-        seconds = calibration.startup_s + growth * math.log2(run.nodes)
-        return seconds / 60, "measured" + ("" if measured_growth else ", its growth per doubling estimated")
+        minutes = max(0.0, calibration.startup_s + growth * math.log2(run.nodes)) / 60
+        source = "measured" + ("" if measured_growth else ", its growth per doubling estimated")
+        largest = max((self.runs[r].nodes for r in self.measured if r in self.runs), default=1)
+        if run.nodes > largest and minutes < estimated:
+            return estimated, f"the site's estimate (measured up to {largest} node(s): {minutes:.3g} min)"
+        return minutes, source
 
     def estimate(self, run: Run) -> dict[str, Any]:
         """The run's estimate as the plan writes it (study.plan.estimate_for), from what is known now."""
@@ -149,10 +161,20 @@ class RunEstimates:
         estimate = self.estimate(run)
         if estimate is run.estimate:
             return run
+        # The node-hours are the best guess, either way; the bounds only ever grow from the plan's:
+        # a time limit or a first wait too short stops a healthy run, one too long costs only a later
+        # start in the queue or a longer wait on a real hang (a sweep's line extrapolated far beyond its
+        # points, or through a slow one, can fall well under a run's real step).
+        plan = run.estimate
+        guarded = {
+            "time_limit_minutes": max(int(estimate["time_limit_minutes"]), int(plan["time_limit_minutes"])),
+            "bound_step_seconds": max(estimate["step_seconds"], plan["step_seconds"]),
+            "bound_startup_minutes": max(estimate["startup_minutes"], plan["startup_minutes"]),
+        }
         return dataclasses.replace(
             run,
-            estimate=estimate,
-            resources={**run.resources, "runtime": int(estimate["time_limit_minutes"])},
+            estimate={**estimate, **guarded},
+            resources={**run.resources, "runtime": guarded["time_limit_minutes"]},
             node_hours=run.nodes * estimate["runtime_minutes"] / 60,
         )
 
