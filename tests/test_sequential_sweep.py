@@ -24,7 +24,7 @@ from rlvr_scaling.execution.storage import link_results
 from rlvr_scaling.study.config import Study, load_study
 from rlvr_scaling.study.plan import known_runs
 
-from . import study_runs
+from . import published_timings, study_runs
 from .conftest import link_workflow
 from .study_runs import write_run
 from .workflow_helpers import snakemake
@@ -119,7 +119,7 @@ def test_a_sweep_whose_third_point_falls_off_runs_three_points_through_snakemake
     lumi_results: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Slower at 100 prompts: its throughput falls well below 50 prompts' (336 s for twice 110 s of work).
-    monkeypatch.setitem(study_runs.PROFILES, ("gsm8k", 1, 100), (90.0, 70.0, 150.0, 6.0, 20.0))
+    monkeypatch.setitem(published_timings.PROFILES, ("gsm8k", 1, 100), (90.0, 70.0, 150.0, 6.0, 20.0))
     study = _study(lumi_results)
     made = _sweep(study, lumi_results, [25, 50, 100])
     shutil.rmtree(paths.results_dir(lumi_results) / "summaries")  # made by the workflow, in order

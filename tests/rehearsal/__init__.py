@@ -7,5 +7,6 @@ published reference and the bundle, with the stand-in trainer stepping at the pu
 - compress: what changes in the LUMI site, the study and the reference, each change with its reason;
 - scratch: the clone the rehearsal runs in (its config/ compressed), its stand-in inputs, its profile;
 - outcome: what the rehearsal shows, read from its results (every figure scaled back);
+- shown: those findings as a person reads them, and the checks that make it fail;
 - __main__: `python -m tests.rehearsal`, the whole of it.
 """

@@ -26,11 +26,11 @@ from tests.rehearsal import outcome, scratch
 REPO = scratch.REPO
 SNAKEMAKE = [sys.executable, str(REPO / "tests" / "slurm" / "snakemake_steady_polling.py")]
 ACCOUNT = os.environ.get("RLVR_SLURM_TEST_ACCOUNT", "rlvr-test")
-# The planted faults: a strong GSM8K run hangs after step 3 (every process alive, no step), and DAPO's
-# first sweep point steps 2.5 x slower than the plan predicts for it (its throughput stays below the
-# selected point's): the plan's ideal 3.75 s x 40 trajectories = 150 s, its published profile 160 s.
-FROZEN, SLOW = "gsm8k/16/400", "dapo_math/1/5"
-SLOW_FACTOR = 2.5 * (3.75 * 5 * 8) / sum(profile_of(("dapo_math", 1, 5)))
+# The planted faults: a strong GSM8K run hangs after step 3 (every process alive, no step), and GSM8K's
+# last sweep point (150 prompts, over the memory cap: the sweep stops there whatever its speed) steps
+# 2.5 x slower than the plan predicts for it: the plan's ideal 0.24 s x 1,200 trajectories = 288 s.
+FROZEN, SLOW = "gsm8k/16/400", "gsm8k/1/150"
+SLOW_FACTOR = 2.5 * (0.24 * 150 * 8) / sum(profile_of(("gsm8k", 1, 150)))
 FAULTS = {"slower": {SLOW: SLOW_FACTOR}, "freeze_after": {FROZEN: 3}}
 NODES_NEEDED = 16
 
@@ -92,10 +92,10 @@ def _planned_node_hours(sc: scratch.Scratch) -> float:
     return total
 
 
-def rehearse(workdir: Path, factor: float, adaptive: bool, faults: bool) -> dict[str, Any]:
+def rehearse(workdir: Path, factor: float, adaptive: bool, faults: bool, only: str | None) -> dict[str, Any]:
     """One rehearsal: the study through Slurm; after the planted hang, the study called again."""
     timings = {"jitter": 0.03, **(FAULTS if faults else {})}
-    sc = scratch.make(workdir, factor, timings, adaptive)
+    sc = scratch.make(workdir, factor, timings, adaptive, only)
     log = workdir / "snakemake.log"
     began = time.monotonic()
     since = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -125,12 +125,13 @@ def rehearse(workdir: Path, factor: float, adaptive: bool, faults: bool) -> dict
         "study_seconds": round(study_s, 1),
         "slurm_jobs": outcome.slurm_jobs(workdir, since),
         "runs": found,
-        "selection": outcome.selections(results),
-        "verdict": outcome.verdict(results),
+        "datasets": [only] if only else list(outcome.PUBLISHED_SELECTION),
+        "selection": outcome.selections(results, only),
+        "verdict": [v for v in outcome.verdict(results) if not only or v["dataset"] == only],
         "node_hours": {
             "spent": round(outcome.node_hours(found, factor), 1),
             "planned": round(planned, 1),
-            "published_procedure": round(outcome.published_procedure_node_hours(), 1),
+            "published_procedure": round(outcome.published_procedure_node_hours(only), 1),
         },
         "status_running": sampler.best,
         "status_samples": sampler.samples,
@@ -144,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adaptive", choices=["off", "on", "both"], default="both")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--no-faults", action="store_true")
+    parser.add_argument(
+        "--only", choices=sorted(outcome.PUBLISHED_SELECTION), help="one dataset's half of the study (CI: gsm8k)"
+    )
     args = parser.parse_args(argv)
     idle = subprocess.run(["sinfo", "-h", "-p", "standard-g", "-o", "%D"], capture_output=True, text=True)
     if idle.returncode or int((idle.stdout.split() or ["0"])[0]) < NODES_NEEDED:
@@ -157,11 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.adaptive]
     from tests.rehearsal.shown import judged, text
 
+    faults = not args.no_faults
     outcomes = [
-        rehearse(base / ("adaptive-on" if adaptive else "adaptive-off"), args.compression, adaptive, not args.no_faults)
+        rehearse(base / f"adaptive-{'on' if adaptive else 'off'}", args.compression, adaptive, faults, args.only)
         for adaptive in modes
     ]
-    checks = [judged(o, faults=not args.no_faults) for o in outcomes]
+    checks = [judged(o, faults=faults) for o in outcomes]
     print(text(outcomes, checks))
     (base / "rehearsal.json").write_text(json.dumps({"outcomes": outcomes, "checks": checks}, indent=1, default=str))
     print(f"\nThe rehearsal's record: {base / 'rehearsal.json'}")

@@ -73,9 +73,9 @@ def slurm_jobs(workdir: Path, since: str) -> list[dict[str, str]]:
     return jobs
 
 
-def selections(results: Path) -> dict[str, int | None]:
+def selections(results: Path, only: str | None = None) -> dict[str, int | None]:
     found: dict[str, int | None] = {}
-    for dataset in PUBLISHED_SELECTION:
+    for dataset in [only] if only else PUBLISHED_SELECTION:
         path = results / "selection" / f"{dataset}.json"
         found[dataset] = _json(path)["selected"]["prompts"] if path.exists() else None
     return found
@@ -89,13 +89,14 @@ def verdict(results: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def published_procedure_node_hours() -> float:
+def published_procedure_node_hours(only: str | None = None) -> float:
     """What the published procedure costs at its own timings: every sweep point of the grid it ran
-    (the sweep's points all run, the one over memory included) and the 18 scaling runs, 20 steps each."""
-    keys = {("gsm8k", 1, p) for p in PUBLISHED_SWEEPS["gsm8k"]} | {
-        ("dapo_math", 1, p) for p in PUBLISHED_SWEEPS["dapo_math"]
-    }
-    for dataset, per_node in PUBLISHED_SELECTION.items():
+    (the sweep's points all run, the one over memory included) and the 18 scaling runs, 20 steps each;
+    `only`: one dataset's part."""
+    datasets = [only] if only else list(PUBLISHED_SELECTION)
+    keys = {(dataset, 1, prompts) for dataset in datasets for prompts in PUBLISHED_SWEEPS[dataset]}
+    for dataset in datasets:
+        per_node = PUBLISHED_SELECTION[dataset]
         keys |= {(dataset, n, per_node * n) for n in SCALING_NODES}
         keys |= {(dataset, n, per_node * 4) for n in SCALING_NODES}
     total = 0.0

@@ -89,7 +89,9 @@ def _model(inputs: Path) -> str:
     return str(folder)
 
 
-def make(root: Path, factor: float, timings: dict[str, Any], adaptive: bool = False) -> Scratch:
+def make(
+    root: Path, factor: float, timings: dict[str, Any], adaptive: bool = False, only: str | None = None
+) -> Scratch:
     """The rehearsal's clone under `root` (empty or missing)."""
     root.mkdir(parents=True, exist_ok=True)
     for name in LINKED:
@@ -112,6 +114,7 @@ def make(root: Path, factor: float, timings: dict[str, Any], adaptive: bool = Fa
     config["model"].update(source="local", path=_model(inputs))
     config["model"].pop("revision", None)
     config["adaptive_steps"]["enabled"] = adaptive
+    config["only_datasets"] = [only] if only else None
     _write(root / "config" / "config.yaml", config)
     scratch = Scratch(root, factor)
     _write(scratch.study_file, {"site": "lumi", "overrides": compress.study_overrides(config, factor)})

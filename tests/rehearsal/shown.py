@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.rehearsal.outcome import PUBLISHED_SELECTION
 
-FROZEN_PREFIX, SLOW_PREFIX = "gsm8k-n16-p400-", "dapo_math-n1-p5-"
+FROZEN_PREFIX, SLOW_PREFIX = "gsm8k-n16-p400-", "gsm8k-n1-p150-"
 
 
 def _lumi(seconds: float | None, factor: float) -> str:
@@ -71,12 +71,13 @@ def judged(found: dict[str, Any], faults: bool) -> dict[str, Any]:
         else:
             limit = slow[0]["time_limit_minutes"]
             lines.append(
-                f"Planted slow run: {slow[0]['run_id']}, steps 2.5 x the published: not stopped, ran "
+                f"Planted slow run: {slow[0]['run_id']}, steps 2.5 x the plan's prediction: not stopped, ran "
                 f"{_lumi(slow[0]['seconds'], factor)} within its time limit of {limit} min here"
             )
-    if found["selection"] != PUBLISHED_SELECTION:
-        failed.append(f"selected {found['selection']}, published {PUBLISHED_SELECTION}")
-    lines.append(f"Selected one-node workloads: {found['selection']} (published {PUBLISHED_SELECTION})")
+    published = {dataset: PUBLISHED_SELECTION[dataset] for dataset in found["datasets"]}
+    if found["selection"] != published:
+        failed.append(f"selected {found['selection']}, published {published}")
+    lines.append(f"Selected one-node workloads: {found['selection']} (published {published})")
     verdicts = found["verdict"]
     reproduced = [v for v in verdicts if v["verdict"] == "reproduced"]
     lines.append(f"Verdict: {len(reproduced)} of {len(verdicts)} published numbers and relations reproduced")

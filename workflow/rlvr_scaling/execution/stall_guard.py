@@ -108,7 +108,7 @@ def stall_record(
     return {
         "detail": f"no step for {_duration(waited_s)} {after} (the bound: {_duration(limit)})",
         "last_step": last_step,
-        "waited_seconds": round(waited_s, 1),
+        "waited_seconds": round(waited_s, 2),
         "bound_seconds": round(limit, 1),
         "bound": bound.to_dict(),
         # the longest step time or interval measured before the stop: what the bound followed
