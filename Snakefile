@@ -32,6 +32,11 @@ onstart:
     write_effective_config(STUDY_CONFIG)
 
 
+# A call that ends well has left nothing of what it was asked for, or exits 1 naming what is left.
+onsuccess:
+    exit_if_work_left(sys.argv)
+
+
 # Cheap steps run where Snakemake runs (a login node on LUMI); only runs and image builds are
 # Slurm jobs.
 localrules:

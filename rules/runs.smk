@@ -13,14 +13,19 @@ rule step_settings:
         "{params.cli} step-settings {params.study} --step {wildcards.step} --output {output} > {log} 2>&1"
 
 
-rule preflight:
+# A checkpoint, though nothing reads what it decides: Snakemake 9 skips the needrun check of every job
+# downstream of one that must run (the preflight when the study or site changed), and its walk along
+# the edges never crosses the made runs' ancient preflight, so a stale summary, index or report behind
+# them waited for the next call (snakemake#4166). After a checkpoint, Snakemake checks every job again
+# with the preflight done: one call finishes the study (#61).
+checkpoint preflight:
     input:
         settings=STEP["preflight"]["settings"],
-        # It needs the data and the model in place, but checks the engine stack, not them: taken as
-        # ancient, a changed dataset does not rerun it, and so cannot hide that the runs made from
-        # that dataset are stale (Snakemake 9 then misses the runs' updated input: snakemake#4166).
-        data=[ancient(f) for dataset in DATASETS for f in dataset_files(dataset)],
-        model=ancient(MODEL_DIR),
+        # It needs the data and the model in place: a remade dataset or model makes it again, before
+        # any run (the preflight composes every run from them; ancient, it went unseen and a run
+        # started before it).
+        data=[f for dataset in DATASETS for f in dataset_files(dataset)],
+        model=MODEL_DIR,
         container=container_image(),
     output:
         "results/preflight/{site}.json",
@@ -42,8 +47,8 @@ rule run:
         data=lambda wc: dataset_files(PLAN.run(wc.run_id).dataset),
         model=MODEL_DIR,
         container=container_image(),
-        # Every run waits for the site's preflight; its age never makes a run outdated.
-        preflight=ancient(PREFLIGHT),
+        # Every run waits for the site's current preflight; its age never makes a made run outdated.
+        preflight=preflight_before_run,
     output:
         directory("results/runs/{run_id}"),
     log:

@@ -180,7 +180,7 @@ def test_a_changed_study_reruns_the_preflight(workdir: Path, tmp_path: Path) -> 
     changed = snakemake(
         workdir, "-n", "--cores", "2", "results/preflight/local.json", "--configfile", str(changed_study)
     )
-    assert "rule preflight:" in changed.stdout and "rule dataset:" not in changed.stdout
+    assert "checkpoint preflight:" in changed.stdout and "rule dataset:" not in changed.stdout
 
 
 @pytest.mark.standin

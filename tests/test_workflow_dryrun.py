@@ -58,7 +58,7 @@ def slurm_job_resources(output: str) -> dict[str, list[str]]:
     local = local_rules()
     jobs: dict[str, list[str]] = {}
     for block in output.split("\n\n"):
-        match = re.search(r"^rule (\w+):", block, re.M)
+        match = re.search(r"^(?:rule|checkpoint) (\w+):", block, re.M)
         if match and match.group(1) not in local:
             jobs.setdefault(match.group(1), []).append(re.search(r"resources: (.*)", block).group(1))
     return jobs
@@ -109,11 +109,11 @@ def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None
     assert counts["run"] == 18 and counts["preflight"] == 1
     # The preflight comes first: every run waits for it; two nodes of small-g, 70 minutes (its
     # engine smoke takes two steps of a two-node DAPO run: config/sites/lumi.yaml has the arithmetic).
-    preflight = next(b for b in output.split("\n\n") if "rule preflight:" in b)
+    preflight = next(b for b in output.split("\n\n") if "checkpoint preflight:" in b)
     assert "nodes=2" in preflight and "slurm_partition=small-g" in preflight and "runtime=70" in preflight
     # ...after the image's build, a job of its own.
-    assert output.index("rule container_image:") < output.index("rule preflight:")
-    assert output.index("rule preflight:") < output.index("rule run:")
+    assert output.index("rule container_image:") < output.index("checkpoint preflight:")
+    assert output.index("checkpoint preflight:") < output.index("rule run:")
     jobs = slurm_job_resources(output)
     assert set(jobs) == {"container_image", "preflight", "run"}, sorted(jobs)
     assert all("slurm_account=project_465000000" in line for lines in jobs.values() for line in lines)

@@ -78,6 +78,8 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
             "source": model.source,
             "revision": model.revision,
             "max_context": model.max_context,
+            # Another folder is another model, under the same name as much as under another.
+            **({"path": str(model.path)} if model.source == "local" else {}),
         }
     if step == "preflight":
         return preflight_settings(study)

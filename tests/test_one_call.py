@@ -1,0 +1,127 @@
+"""One `snakemake` call with a study file finishes the study, or exits non-zero naming what is left
+(#61). Replayed as a new user met it: a finished study in the clone (the demo's place), a study of
+their own whose first call fails in a run, the study changed (another model folder), the same call
+again. Before, that call ran the first sweep point before the preflight for the new model, stopped at
+a checkpoint with "N of N steps done" and exit 0, the second sweep point, the selection, the scaling
+runs and the bundle never made (snakemake#4166: rules/runs.smk says how the rules avoid it).
+
+The stand-in trainer (tests/standin_trainer.py) in place of verl: what is tested is Snakemake's plan
+across calls, not verl; production runs verl's main_ppo, which the local study's tests run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from rlvr_scaling.leftover_jobs import exit_if_work_left, leftover_counts, leftover_message
+
+from .workflow_helpers import STANDIN, assert_no_run_processes, snakemake
+
+SMALL = """
+only_datasets: [gsm8k]
+overrides:
+  datasets.gsm8k.sweep: [2, 4]
+  scaling.weak_nodes: [1]
+  scaling.strong_nodes: [1]
+  scaling.strong_reference_nodes: 1
+"""
+
+OWN = """
+site: local
+study: {{name: own-one-call, reference: null}}
+model: {{name: my-model, source: local, path: {model}, max_context: 1024}}
+"""
+
+
+def _dry_run(workdir: Path, study: Path) -> str:
+    return snakemake(workdir, "-n", "--cores", "2", "--configfile", str(study)).stdout
+
+
+@pytest.mark.verl  # the workflow's preflight composes verl's configuration
+@pytest.mark.standin
+def test_a_failed_call_then_a_changed_model_finishes_the_study_in_the_next_call(workdir: Path, tmp_path: Path) -> None:
+    first = tmp_path / "first.yaml"
+    first.write_text(SMALL)
+    snakemake(workdir, "--cores", "2", "--configfile", str(first), env=STANDIN)
+    results = workdir / "results"
+    models = {}
+    for name in ("model-a", "model-b"):
+        models[name] = tmp_path / name
+        shutil.copytree(results / "models" / "local", models[name])
+        (models[name] / "rlvr_manifest.json").unlink()
+    own = tmp_path / "own.yaml"
+    own.write_text(OWN.format(model=models["model-a"]) + SMALL)
+    # A run that fails inside the trainer: the stand-in cannot read its step time.
+    failed = snakemake(
+        workdir, "--cores", "2", "--configfile", str(own), env={**STANDIN, "RLVR_STANDIN_STEP_SECONDS": "x"}, check=False
+    )
+    assert failed.returncode != 0 and "Error in rule run" in failed.stdout + failed.stderr
+    own.write_text(OWN.format(model=models["model-b"]) + SMALL)
+    planned = _dry_run(workdir, own)
+    # The whole chain is planned from the start, the model made again and the preflight redone for it.
+    for rule in ("rule model:", "checkpoint preflight:", "rule run:", "checkpoint sweep_step:", "rule bundle:"):
+        assert rule in planned, (rule, planned[-3000:])
+    done = snakemake(workdir, "--cores", "2", "--configfile", str(own), env=STANDIN)
+    log = done.stdout + done.stderr
+    assert "this call ended with" not in log
+    # The preflight for the new model passed before any run of this study started.
+    preflight_done = (results / "preflight" / "local.json").stat().st_mtime
+    own_runs = [
+        d
+        for d in (results / "runs").iterdir()
+        if json.loads((d / "spec.json").read_text())["study"]["study"]["name"] == "own-one-call"
+    ]
+    assert len(own_runs) == 2, own_runs  # the two sweep points; the scaling runs are the selected one
+    for run in own_runs:
+        # job.json's start is to the second; the preflight takes about 10 s.
+        started = datetime.fromisoformat(json.loads((run / "job.json").read_text())["start"]).timestamp()
+        assert started >= int(preflight_done), (run.name, started, preflight_done)
+    assert list((results / "bundle" / "own-one-call-local").glob("*.tar.gz"))
+    status = subprocess.run(
+        [sys.executable, "-m", "rlvr_scaling", "status", "--config", str(own)],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        check=True,
+    ).stdout
+    table = status.split("\n\nRuns:")[0]
+    assert "missing" in table.splitlines()[2]  # the header names the column
+    for line in table.splitlines()[3:]:
+        cells = line.split()
+        assert len(cells) == 2 and cells[1].isdigit(), (line, status)  # each stage: complete, nothing else
+    assert "Nothing to be done" in _dry_run(workdir, own)
+    assert_no_run_processes()
+
+
+DRY_RUN = """Building DAG of jobs...
+Job stats:
+job           count
+----------  -------
+run               1
+summary           2
+all               1
+total             4
+
+[Sun Dec  6 08:44:08 2026]
+"""
+
+
+def test_a_dry_runs_job_table_is_what_is_left_and_nothing_to_do_is_nothing() -> None:
+    assert leftover_counts(DRY_RUN) == {"run": 1, "summary": 2}
+    assert leftover_counts("Building DAG of jobs...\nNothing to be done (all requested files are present).") == {}
+    message = leftover_message({"run": 1, "summary": 2}, ["snakemake", "--cores", "2"])
+    assert "3 job(s)" in message and "run 1, summary 2" in message and "snakemake --cores 2" in message
+
+
+def test_calls_that_make_nothing_are_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_dry_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a dry run was started for a call that makes nothing")
+
+    monkeypatch.setattr(subprocess, "run", no_dry_run)
+    for argv in (["snakemake", "-n"], ["snakemake", "--report", "r.html"], ["snakemake", "--unlock"]):
+        exit_if_work_left(argv)

@@ -1,0 +1,69 @@
+"""After a Snakemake call that ended well: whether it left work of what it was asked for, and if so
+a non-zero exit naming it (#61).
+
+Snakemake 9 can end a call with "N of N steps done" and exit 0 while jobs it was asked for remain: it
+skips the needrun check of every job downstream of one that must run, trusting its walk along the
+edges to reach them, and the walk never crosses ancient inputs (snakemake#4166). The workflow's rules
+are laid out so that it does not happen (the preflight is a checkpoint; rules/runs.smk says why);
+this is the guard for what they do not foresee: a dry run of the same command line, which sees the
+results as the next call would, and a study that stops halfway says so instead of passing for done.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+
+# Where the call already says what it was asked not to do, or does nothing to check.
+NO_CHECK_OPTIONS = ("--dry-run", "-n", "--dryrun", "--touch", "-t", "--report", "--unlock", "--summary", "-S")
+JOB_LINE = re.compile(r"^(\w+)\s+(\d+)$")
+
+
+def leftover_counts(dry_run_output: str) -> dict[str, int]:
+    """{rule: jobs} of the first job-stats table of a dry run's output ({} when nothing is to be done)."""
+    lines = dry_run_output.splitlines()
+    if "Job stats:" not in lines:
+        return {}
+    counts: dict[str, int] = {}
+    for line in lines[lines.index("Job stats:") + 3 :]:
+        match = JOB_LINE.match(line.strip())
+        if not match:
+            break
+        if match.group(1) not in ("total", "all"):  # the sum, and the target that only gathers
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+def leftover_message(counts: dict[str, int], command: Sequence[str]) -> str:
+    jobs = ", ".join(f"{rule} {number}" for rule, number in counts.items())
+    return (
+        f"rlvr-scaling: this call ended with {sum(counts.values())} job(s) of what it was asked for still to do "
+        f"({jobs}): Snakemake's plan changed while it ran (snakemake#4166). Nothing made is lost; run the same "
+        f"command again to finish: {' '.join(command)}"
+    )
+
+
+def dry_run_command(argv: Sequence[str]) -> list[str]:
+    # The options first: a target list may close the command line (`-- target`).
+    return [sys.executable, "-m", "snakemake", "--dry-run", "--nolock", *argv[1:]]
+
+
+def exit_if_work_left(argv: Sequence[str]) -> None:
+    """Exit 1 naming what is left when a dry run of `argv` (Snakemake's own command line) would still
+    run a job; nothing for calls that make nothing (a dry run, --touch, --report, --unlock)."""
+    if any(arg in NO_CHECK_OPTIONS or arg.split("=", 1)[0] in NO_CHECK_OPTIONS for arg in argv[1:]):
+        return
+    done = subprocess.run(dry_run_command(argv), capture_output=True, text=True)
+    if done.returncode != 0:
+        print(
+            f"rlvr-scaling: the check that this call left nothing to do failed ({done.returncode}):\n"
+            f"{done.stderr[-2000:]}",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    counts = leftover_counts(done.stdout + done.stderr)
+    if counts:
+        print(leftover_message(counts, ["snakemake", *argv[1:]]), file=sys.stderr)
+        sys.exit(1)
