@@ -57,9 +57,8 @@ def test_a_failed_call_then_a_changed_model_finishes_the_study_in_the_next_call(
     own = tmp_path / "own.yaml"
     own.write_text(OWN.format(model=models["model-a"]) + SMALL)
     # A run that fails inside the trainer: the stand-in cannot read its step time.
-    failed = snakemake(
-        workdir, "--cores", "2", "--configfile", str(own), env={**STANDIN, "RLVR_STANDIN_STEP_SECONDS": "x"}, check=False
-    )
+    unreadable_step = {**STANDIN, "RLVR_STANDIN_STEP_SECONDS": "x"}
+    failed = snakemake(workdir, "--cores", "2", "--configfile", str(own), env=unreadable_step, check=False)
     assert failed.returncode != 0 and "Error in rule run" in failed.stdout + failed.stderr
     own.write_text(OWN.format(model=models["model-b"]) + SMALL)
     planned = _dry_run(workdir, own)
