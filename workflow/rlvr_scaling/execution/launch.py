@@ -25,6 +25,7 @@ from rlvr_scaling.execution.energy import EnergyMeter
 from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR, engine_events
 from rlvr_scaling.execution.fabric_record import fabric_environment, transport_record
 from rlvr_scaling.execution.failed_runs import now, recover_leftovers
+from rlvr_scaling.execution.failure_cause import failure_cause
 from rlvr_scaling.execution.launchers import Started, launcher_for
 from rlvr_scaling.execution.outcome import judge
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes
@@ -199,7 +200,9 @@ def _failure_detail(problems: list[str], code: int | None, job: dict[str, Any]) 
     """Why a failed run failed, for its note and the error: the hang guard's finding where it fired."""
     if "stall" in job:
         return f"{job['stall']['detail']}; {job['stall']['node_hours_saved']:g} node-hours of its time limit saved"
-    return "; ".join(problems) if problems else f"exit status {code}"
+    detail = "; ".join(problems) if problems else f"exit status {code}"
+    cause = job.get("cause")
+    return f"{detail}: {cause['described']}" if cause else detail
 
 
 def launch(study: Study, run: Run, root: Path, timeout_s: float | None = None) -> Path:
@@ -276,6 +279,8 @@ def _run_in(
     job.update(step_clock=clock.record(), engine=engine_events(record_dir))
     job.update(fabric=transport_record(study, run.nodes, record_dir, job.get("node_list")))
     job.update(problems=outcome.problems, memory_evidence=outcome.memory_evidence)
+    if outcome.status not in ("succeeded", "stalled") and (cause := failure_cause(directory.staging)):
+        job["cause"] = cause.to_dict()
     directory.write_json("job.json", job)
     if outcome.lands_in_runs:
         final = directory.commit()
