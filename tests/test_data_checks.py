@@ -47,6 +47,13 @@ def lock_file(tmp_path: Path, monkeypatch) -> Path:
         ("The answer is: 12 apples, not 30", "The answer is:", "12"),  # after the marker: the first
         ("2 + 2 = 4. The answer is: 4. The answer is: 1,000,000.", "The answer is:", "1000000"),  # the last marker
         ("12,34", None, "34"),  # a comma before other than three digits separates two numbers
+        # A fraction is one number, as written (not reduced), the sign in front; before #61 "5/3" was "3".
+        ("so x = 5/3.", None, "5/3"),
+        ("Final answer: -1 / 12", "Final answer:", "-1/12"),
+        ("it is 10/-16", None, "-10/16"),
+        ("so \\boxed{\\frac{5}{8}}", None, "5/8"),
+        ("-\\dfrac{1}{3}", None, "-1/3"),
+        ("3/4.5", None, "4.5"),  # a decimal after the slash: two numbers, not a fraction
     ],
 )
 def test_the_number_rule_writes_one_form_of_the_number(answer: str, marker: str | None, expected: str) -> None:
@@ -55,7 +62,11 @@ def test_the_number_rule_writes_one_form_of_the_number(answer: str, marker: str 
 
 @pytest.mark.parametrize(
     ("answer", "marker", "why"),
-    [("no digits here", None, "has no number"), ("42 The end", "The answer is:", "has no 'The answer is:'")],
+    [
+        ("no digits here", None, "has no number"),
+        ("42 The end", "The answer is:", "has no 'The answer is:'"),
+        ("so it is 3/0", None, "'3/0' divides by zero"),
+    ],
 )
 def test_the_number_rule_says_why_it_finds_none(answer: str, marker: str | None, why: str) -> None:
     with pytest.raises(ValueError, match=why):
@@ -287,6 +298,13 @@ def test_the_preflight_scores_in_the_engines_python_what_the_data_stage_could_no
         ("The answer is: 12 apples, not 42", "42", 0.0),  # after the marker, the first number
         ("The answer is 41.", "42", 0.0),
         ("no number at all", "42", 0.0),
+        # Fractions by value, as the number rule writes the ground truth: every form of 5/8 scores.
+        ("The answer is 10/16.", "5/8", 1.0),
+        ("so \\boxed{\\frac{5}{8}}", "5/8", 1.0),
+        ("0.625", "5/8", 1.0),
+        ("The answer is 8", "5/8", 0.0),  # the denominator alone is wrong (it scored 1 before #61)
+        ("The answer is 1/3", "-1/3", 0.0),
+        ("The answer is 3/0", "3/0", 0.0),
     ],
 )
 def test_the_example_reward_accepts_the_common_final_answer_shapes(response: str, truth: str, score: float) -> None:

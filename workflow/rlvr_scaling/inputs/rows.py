@@ -59,24 +59,46 @@ def last_boxed(text: str) -> str | None:
 
 
 # A number as answers write it: a sign, thousands separators (1,250), a decimal part (3.50, .5). A
-# period not followed by a digit is the sentence's, not the number's ("1,250." is 1250).
-NUMBER = re.compile(r"[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+\u2212]?\.\d+")
+# period not followed by a digit is the sentence's, not the number's ("1,250." is 1250). A fraction of
+# two whole numbers ("5/8", "-1 / 12", "\frac{5}{8}") is one number: read as its denominator, "5/3"
+# became "3" and a dataset that rewards wrong answers passed every check (#61).
+_SIGN = "[-+\u2212]"
+FRACTION = re.compile(
+    rf"(?P<num>{_SIGN}?\d+)\s*/\s*(?P<den>{_SIGN}?\d+)(?![\d.,]*\d)"
+    rf"|(?P<lsign>{_SIGN}?)\\d?frac\{{\s*(?P<lnum>{_SIGN}?\d+)\s*\}}\{{\s*(?P<lden>{_SIGN}?\d+)\s*\}}"
+)
+NUMBER = re.compile(rf"{FRACTION.pattern}|{_SIGN}?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?|{_SIGN}?\.\d+")
 
 
 def canonical_number(text: str) -> str:
     """One written form of a number: no '+', no thousands separators, no trailing zeros of a decimal
-    part, no '-0' ('+1,250.00' -> '1250', '3.50' -> '3.5', '-.5' -> '-0.5')."""
+    part, no '-0' ('+1,250.00' -> '1250', '3.50' -> '3.5', '-.5' -> '-0.5'); a fraction as
+    '<sign><numerator>/<denominator>', not reduced ('-1 / 12' -> '-1/12', '\\frac{5}{-8}' -> '-5/8')."""
+    fraction = FRACTION.fullmatch(text.strip())
+    if fraction:
+        return canonical_fraction(fraction)
     negative = text[0] in "-\u2212"
     digits = text.lstrip("+-\u2212").replace(",", "")
-    whole, _, fraction = digits.partition(".")
-    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
-    written = f"{whole}.{fraction}" if fraction else whole
+    whole, _, decimals = digits.partition(".")
+    whole, decimals = whole.lstrip("0") or "0", decimals.rstrip("0")
+    written = f"{whole}.{decimals}" if decimals else whole
     return f"-{written}" if negative and written != "0" else written
 
 
+def canonical_fraction(match: re.Match[str]) -> str:
+    """The written numerator and denominator, the sign in front; ValueError for a zero denominator."""
+    sign = match["lsign"] or ""
+    numerator, denominator = (match["num"], match["den"]) if match["num"] else (match["lnum"], match["lden"])
+    negative = [part[0] in "-\u2212" for part in (sign or "+", numerator, denominator)].count(True) % 2 == 1
+    top, bottom = (part.lstrip("+-\u2212").lstrip("0") or "0" for part in (numerator, denominator))
+    if bottom == "0":
+        raise ValueError(f"the answer's fraction {match.group()!r} divides by zero")
+    return f"-{top}/{bottom}" if negative and top != "0" else f"{top}/{bottom}"
+
+
 def number_in(text: str, after_marker: str | None) -> str:
-    """The number rule: the first number after the last marker, or the last number of the text;
-    ValueError saying why there is none."""
+    """The number rule: the first number (or fraction) after the last marker, or the last number of
+    the text; ValueError saying why there is none."""
     if after_marker is not None:
         if after_marker not in text:
             raise ValueError(f"the answer has no {after_marker!r}: {text[-80:]!r}")
