@@ -194,7 +194,11 @@ def test_the_first_download_locks_the_commit_and_digests_and_later_ones_take_the
 def test_a_downloaded_model_is_locked_and_a_changed_weight_file_is_refused(
     tmp_path: Path, monkeypatch, lock_file: Path
 ) -> None:
-    content = {"config.json": b"{}", "model-00001-of-00002.safetensors": b"weights"}
+    content = {
+        "config.json": b"{}",
+        "model-00001-of-00002.safetensors": b"weights",
+        "tokenizer_config.json": b'{"chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}"}',
+    }
 
     def fetch(name: str, commit: str, output: Path) -> None:
         for filename, payload in content.items():

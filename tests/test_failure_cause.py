@@ -23,7 +23,7 @@ Traceback (most recent call last):
     run_ppo(config)
 ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() (pid=4242, ip=10.0.0.1)
   File "transformers/tokenization_utils_base.py", line 1702, in apply_chat_template
-\x1b[36m(TaskRunner pid=4242)\x1b[0m ValueError: Cannot use chat template functions because tokenizer.chat_template is not set
+\x1b[36m(TaskRunner pid=4242)\x1b[0m ValueError: Cannot use chat template functions because chat_template is not set
 Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.
 srun: error: nid001234: task 0: Exited with exit code 1
 """
@@ -32,7 +32,7 @@ srun: error: nid001234: task 0: Exited with exit code 1
 def test_the_cause_is_the_last_exception_not_the_lines_after_it(tmp_path: Path) -> None:
     assert last_exception(VERL_CONSOLE) == (
         8,
-        "ValueError: Cannot use chat template functions because tokenizer.chat_template is not set",
+        "ValueError: Cannot use chat template functions because chat_template is not set",
     )
     # Without an exception, the last error line: srun's here.
     assert last_exception("starting\nsrun: error: nid1: task 0: Exited with exit code 1\ndone\n") == (

@@ -15,6 +15,7 @@ import yaml
 from rlvr_scaling.errors import StudyError
 from rlvr_scaling.inputs import input_lock
 from rlvr_scaling.inputs import model as model_stage
+from rlvr_scaling.inputs.chat_template import CHATML
 from rlvr_scaling.inputs.data import prepare_dataset
 from rlvr_scaling.inputs.data_check import check_inputs
 from rlvr_scaling.study.config import load_study
@@ -170,6 +171,7 @@ def test_a_local_model_folder_is_copied_locked_and_its_context_checked(
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 40960, "hidden_size": 8}))
     (folder / "model.safetensors").write_bytes(b"weights")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE}))
     local = ["model.source=local", f"model.path={folder}", "model.max_context=40960"]
     study = load_study(site="lumi", sets=local)
     manifest = model_stage.prepare_model(study, tmp_path / "model")
@@ -183,6 +185,41 @@ def test_a_local_model_folder_is_copied_locked_and_its_context_checked(
         check_inputs(load_study(site="lumi", sets=[*local[:2], "model.max_context=50000"]))
     with pytest.raises(StudyError, match="model.path: .* has no config.json"):
         check_inputs(load_study(site="lumi", sets=["model.source=local", f"model.path={tmp_path}"]))
+
+
+TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+def test_a_model_without_a_chat_template_is_refused_before_anything_and_one_can_be_supplied(
+    tmp_path: Path, lock_file: Path, monkeypatch
+) -> None:
+    """verl renders every prompt with the tokenizer's chat template: a folder without one failed only in
+    verl's start-up, a minute into the first run (#61)."""
+    folder = tmp_path / "base-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 40960}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    local = ["model.source=local", f"model.path={folder}", "model.max_context=40960"]
+    with pytest.raises(StudyError) as refused:
+        check_inputs(load_study(site="lumi", sets=local))
+    assert str(refused.value).startswith(f"model: {folder} has no chat template") and "model.chat_template" in str(
+        refused.value
+    )
+    # A named template: written into the prepared folder, which transformers reads over the tokenizer's.
+    study = load_study(site="lumi", sets=[*local, "model.chat_template=chatml"])
+    check_inputs(study)
+    manifest = model_stage.prepare_model(study, tmp_path / "model")
+    assert (tmp_path / "model" / "chat_template.jinja").read_text() == CHATML
+    assert manifest["chat_template"]["from"] == "the named template 'chatml'"
+    # The folder's own files are the lock's, unchanged by the template.
+    assert json.loads((tmp_path / "model" / "tokenizer_config.json").read_text()) == {"eos_token": "<|im_end|>"}
+    # A file of one's own; a name or a file that is neither is refused naming the key.
+    own = tmp_path / "mine.jinja"
+    own.write_text(TEMPLATE)
+    check_inputs(load_study(site="lumi", sets=[*local, f"model.chat_template={own}"]))
+    for wrong in ("chatm", str(tmp_path / "missing.jinja")):
+        with pytest.raises(StudyError, match=f"'model.chat_template' has value '{wrong}'"):
+            check_inputs(load_study(site="lumi", sets=[*local, f"model.chat_template={wrong}"]))
 
 
 def test_a_clone_without_its_config_is_one_line(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import StudyError
+from rlvr_scaling.inputs.chat_template import template_record
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import canonical_json, digest
 
@@ -80,6 +81,8 @@ def step_settings(study: Study, step: str) -> dict[str, Any]:
             "max_context": model.max_context,
             # Another folder is another model, under the same name as much as under another.
             **({"path": str(model.path)} if model.source == "local" else {}),
+            # A changed template file makes the model folder again (it holds the template).
+            **({"chat_template": template_record(model)} if model.chat_template else {}),
         }
     if step == "preflight":
         return preflight_settings(study)

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from rlvr_scaling.errors import ConfigError, StudyError
+from rlvr_scaling.inputs.chat_template import check_template, supplied_template
 from rlvr_scaling.inputs.model import local_model_path
 from rlvr_scaling.inputs.reward_file import check_reward_file
 from rlvr_scaling.inputs.rows import field_value, prompt_messages
@@ -55,6 +56,7 @@ def check_dataset(name: str, dataset: Dataset, cwd: Path | None = None) -> None:
 
 def check_model(study: Study, cwd: Path | None = None) -> None:
     model = study.config.model
+    supplied_template(model, cwd)  # a named template that is not one, a file that is not there
     if model.source != "local":
         return
     folder = local_model_path(str(model.path), cwd)
@@ -67,6 +69,7 @@ def check_model(study: Study, cwd: Path | None = None) -> None:
         shape = json.loads(config_file.read_text())
     except (ValueError, UnicodeDecodeError) as exc:
         raise StudyError(f"model.path: {config_file} is not valid JSON ({exc})") from None
+    check_template(model, folder, cwd)
     longest = shape.get("max_position_embeddings") if isinstance(shape, dict) else None
     if isinstance(longest, int) and model.max_context > longest:
         raise ConfigError(

@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.fsutil import json_text, sha256_file, staged_directory
+from rlvr_scaling.inputs.chat_template import CHATML, install_template
 from rlvr_scaling.inputs.hub import answered_commit, hub_call
 from rlvr_scaling.inputs.input_lock import LOCAL_REVISION, check_files, locked_entry, record
 from rlvr_scaling.inputs.synthetic import corpus
 from rlvr_scaling.study.config import Study
 
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+CHAT_TEMPLATE = CHATML  # the tiny model's tokenizer brings ChatML, as Qwen's do
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TINY = {"vocab_size": 1024, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "heads": 4}
 
@@ -143,6 +141,8 @@ def prepare_model(study: Study, output: Path) -> dict[str, Any]:
         revision = LOCAL_REVISION if spec.source == "local" else spec.revision
         if entry is not None:
             check_files("model", locked_as, entry, digests)
+        # After the digests: the lock holds the model's own files; the template is recorded beside them.
+        manifest["chat_template"] = install_template(spec, staging)
         (staging / "rlvr_manifest.json").write_text(json_text(manifest))
     if spec.source != "tiny" and entry is None:
         record("model", locked_as, revision, manifest["commit"], digests)

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling.inputs.chat_template import check_template, own_template, supplied_template
 from rlvr_scaling.inputs.data import load_dataset
 from rlvr_scaling.inputs.model import CHAT_TEMPLATE, local_model_path
 from rlvr_scaling.inputs.rows import PreparedRow
@@ -33,6 +34,7 @@ SHOWN_CHARACTERS = 1200
 def chat_template(study: Study, root: Path) -> tuple[str | None, dict[str, Any], str]:
     """(the model's chat template, its tokenizer's special tokens, where it was read); None: not on disk."""
     model = study.config.model
+    supplied = supplied_template(model, root)
     if model.source == "tiny":
         return CHAT_TEMPLATE, {}, "the tiny model's (inputs/model.py)"
     if model.source == "local":
@@ -41,13 +43,15 @@ def chat_template(study: Study, root: Path) -> tuple[str | None, dict[str, Any],
         folder = root / "results" / "models" / study.site_name
     config_file = folder / "tokenizer_config.json"
     if not config_file.is_file():
+        if supplied:
+            return supplied[0], {}, f"model.chat_template: {supplied[1]}"
         return None, {}, f"{folder} (no tokenizer_config.json yet: the model stage downloads it)"
     settings = json.loads(config_file.read_text())
-    template = settings.get("chat_template")
-    if (folder / "chat_template.jinja").is_file():
-        template = (folder / "chat_template.jinja").read_text()
     tokens = {k: v for k, v in settings.items() if k.endswith("_token") and isinstance(v, str)}
-    return (template if isinstance(template, str) else None), tokens, str(folder)
+    if supplied:
+        return supplied[0], tokens, f"model.chat_template: {supplied[1]}"
+    check_template(model, folder, root)
+    return own_template(folder), tokens, str(folder)
 
 
 def render_prompt(messages: list[dict[str, Any]], template: str | None, tokens: dict[str, Any]) -> str:

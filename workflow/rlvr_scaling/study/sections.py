@@ -207,6 +207,7 @@ class Model(Section):
     revision: str = "main"
     max_context: int = 0
     path: str | None = None  # source local: the folder, relative to the working directory or absolute
+    chat_template: str | None = None  # a Jinja file, or a named template (inputs.chat_template.NAMED)
 
 
 @dataclass(frozen=True)
