@@ -51,7 +51,10 @@ def check_dataset(name: str, dataset: Dataset, cwd: Path | None = None) -> None:
                         f"(their fields: {', '.join(sorted(record))})"
                     ) from None
                 if key == "question" and value is not None:
-                    prompt_messages(value, dataset.prompt)
+                    try:
+                        prompt_messages(value, dataset.prompt)
+                    except ValueError as exc:
+                        raise StudyError(f"datasets.{name}.prompt: {split} rows of {path}: {exc}") from None
 
 
 def check_model(study: Study, cwd: Path | None = None) -> None:

@@ -135,11 +135,24 @@ def ground_truth(answer: Any, dataset: Dataset) -> str:
 
 
 def prompt_messages(question: Any, template: str) -> list[dict[str, Any]]:
-    """The chat verl renders: a question that is already a chat is kept as published; a text becomes
-    one user message, the template's {question} replaced by it (no other brace is special)."""
-    if _is_sequence(question):
-        return [dict(message) for message in question]
-    return [{"role": "user", "content": template.replace(PLACEHOLDER, str(question))}]
+    """The chat verl renders: a text becomes one user message, the template's {question} replaced by it
+    (no other brace is special). A question that is already a chat is kept as published, but for its
+    last user message, which takes the template the same way: a prompt beside a chat was dropped in
+    silence before (#61). ValueError saying why a chat cannot take it."""
+    if not _is_sequence(question):
+        return [{"role": "user", "content": template.replace(PLACEHOLDER, str(question))}]
+    messages = [dict(message) for message in question]
+    if template.strip() == PLACEHOLDER:
+        return messages
+    users = [i for i, message in enumerate(messages) if isinstance(message, dict) and message.get("role") == "user"]
+    if not users:
+        roles = ", ".join(str(m.get("role")) for m in messages if isinstance(m, dict)) or "none"
+        raise ValueError(f"the question is a chat without a user message for the prompt to go in (roles: {roles})")
+    last = messages[users[-1]]
+    if not isinstance(last.get("content"), str):
+        raise ValueError(f"the chat's last user message has no text content for the prompt: {last.get('content')!r}")
+    last["content"] = template.replace(PLACEHOLDER, last["content"])
+    return messages
 
 
 def prompt_text(prompt: Iterable[dict[str, Any]]) -> str:
@@ -176,7 +189,10 @@ def prompts_of(name: str, dataset: Dataset, records: list[dict[str, Any]], split
             raise StudyError(
                 f"dataset {name}, {split} row {index}: it has no field {dataset.question!r} (datasets.{name}.question)"
             ) from None
-        prompts.append(prompt_messages(question, dataset.prompt))
+        try:
+            prompts.append(prompt_messages(question, dataset.prompt))
+        except ValueError as exc:
+            raise StudyError(f"dataset {name}, {split} row {index}: {exc} (datasets.{name}.prompt)") from None
     return prompts
 
 
