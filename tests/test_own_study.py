@@ -231,3 +231,36 @@ def test_a_clone_without_its_config_is_one_line(tmp_path: Path) -> None:
         f"rlvr-scaling: error: {clone}/config/config.yaml is missing: run from a clone of the rlvr-scaling "
         "repository (its config/ with the study, config/sites/ and config/schema/), or restore it from git"
     )
+
+
+def test_a_site_naming_its_own_base_image_is_judged_as_itself(tmp_path: Path, monkeypatch) -> None:
+    """A lab's site inheriting nvidia-example with an NGC image took over nvidia-example's package list,
+    and the resolve check judged verl's image, not theirs (#61)."""
+    from rlvr_scaling.plan_view import release_line
+    from rlvr_scaling.study import config as config_module
+    from rlvr_scaling.study.config import load_site
+
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    parent = REPO / "config" / "sites" / "nvidia-example.yaml"
+    (sites / "nvidia-example.yaml").write_text(parent.read_text())
+    lab = "name: lab\ninherits: nvidia-example\ncontainer:\n  base_image: /shared/ngc-pytorch-25.04.sif\n"
+    (sites / "lab.yaml").write_text(lab)
+    inherited = yaml.safe_load(parent.read_text())["container"]
+    with pytest.raises(StudyError) as refused:
+        load_site("lab", sites)
+    line = str(refused.value)
+    assert "'container.base_packages'" in line and inherited["base_packages"] in line, line
+    assert inherited["base_image"] in line and "/shared/ngc-pytorch-25.04.sif" in line, line
+    # Unknown, said so: plan's line says the resolve check cannot judge it and what the image must bring.
+    (sites / "lab.yaml").write_text(lab + "  base_packages: null\n")
+    assert load_site("lab", sites)["container"]["base_packages"] is None
+    original = config_module.load_site
+    monkeypatch.setattr(config_module, "load_site", lambda name: original(name, sites))
+    shown = release_line(load_study(site="lab", sets=["slurm_account=p"]))
+    assert shown is not None and shown.startswith("Image base: ngc-pytorch-25.04. Its package list is unknown")
+    for engine in ("vLLM 0.24.0", "Megatron-Core", "TransformerEngine", "cannot judge it"):
+        assert engine in shown, shown
+    # The same image as the parent's keeps the parent's list: nothing to judge differently.
+    (sites / "lab.yaml").write_text(lab.replace("/shared/ngc-pytorch-25.04.sif", inherited["base_image"]))
+    assert load_site("lab", sites)["container"]["base_packages"] == inherited["base_packages"]

@@ -254,7 +254,21 @@ def release_line(study: Study) -> str | None:
         return None
     release = Path(container.base_image).name.removesuffix(".sif")
     known = f"; known issues: {container.known_issues}" if container.known_issues else ""
+    if container.base_packages is None:
+        return (
+            f"Image base: {release}{known}. Its package list is unknown (container.base_packages: null), so the "
+            f"resolve check cannot judge it: the image must bring {ENGINE_NEEDS}. The build adds verl and its "
+            "light dependencies only; the preflight, after the build, fails on a missing engine."
+        )
     return f"Image base: {release}{known}."
+
+
+# What the image brings for verl 0.9.1's vLLM generation and Megatron training: its `vllm` and
+# `megatron` extras (verl-0.9.1.dist-info/METADATA), which the build never installs over a base's.
+ENGINE_NEEDS = (
+    "vLLM 0.24.0 (verl 0.9.1's vllm extra pins it), Megatron-Core, TransformerEngine and mbridge (its "
+    "megatron extra, unpinned), transformers 5.9.0 and a GPU build of torch (the extras pin 2.11.0)"
+)
 
 
 def fabric_line(study: Study, plan: list[PlannedRun]) -> str | None:

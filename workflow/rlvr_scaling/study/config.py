@@ -151,7 +151,37 @@ def _read_site(name: str, sites_dir: Path, seen: tuple[str, ...] = ()) -> dict[s
         return site
     if parent in (*seen, name):
         raise ConfigError("inherits", parent, "site files must not inherit in a circle", f"site file {path.name}")
-    return deep_merge(_read_site(parent, sites_dir, (*seen, name)), site)
+    inherited = _read_site(parent, sites_dir, (*seen, name))
+    _refuse_another_images_facts(site, inherited, parent, path.name)
+    return deep_merge(inherited, site)
+
+
+# What a site file says of its base image alone: a site naming another image must not take them over.
+IMAGE_FACTS = ("base_packages", "base_sha256")
+
+
+def _refuse_another_images_facts(site: dict[str, Any], inherited: dict[str, Any], parent: str, file: str) -> None:
+    """A site that names its own base image and would inherit the package list (or digest) of the
+    image its parent names: the resolve check judged another image than the one built (#61)."""
+    own = site.get("container") if isinstance(site.get("container"), dict) else {}
+    theirs = inherited.get("container") if isinstance(inherited.get("container"), dict) else {}
+    if "base_image" not in own or own["base_image"] == theirs.get("base_image"):
+        return
+    for key in IMAGE_FACTS:
+        if key not in own and theirs.get(key) is not None:
+            raise ConfigError(
+                f"container.{key}",
+                theirs[key],
+                f"the {key} of site '{parent}' describes its base image ({theirs.get('base_image')}), not this "
+                f"site's own ({own['base_image']}): set container.{key} for your image "
+                + (
+                    "(its `pip list --format=freeze`, with a `# python X.Y` line), or `base_packages: null` if it is "
+                    "unknown (plan then says what the image must bring)"
+                    if key == "base_packages"
+                    else "(sha256sum of the file), or `base_sha256: null` to check none"
+                ),
+                f"site file {file}",
+            )
 
 
 def load_site(name: str, sites_dir: Path = paths.SITES_DIR) -> dict[str, Any]:
