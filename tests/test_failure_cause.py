@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -121,4 +122,21 @@ def test_a_failure_planted_inside_verl_is_named_in_failed_txt_job_json_and_statu
         check=True,
     ).stdout
     assert planted in status, status
+    # verl's Ray kept its session (sockets, logs) in the run's own folder, gone with the run (#61).
+    assert job["ray_temp_dir"].startswith(tempfile.gettempdir()) and not Path(job["ray_temp_dir"]).exists()
     assert_no_run_processes()
+
+
+def test_the_local_launchers_ray_folder_is_the_runs_own_and_goes_with_it(tmp_path: Path) -> None:
+    from rlvr_scaling.execution.launchers.local import LocalLauncher
+    from rlvr_scaling.execution.process_cleanup import TOKEN_VAR
+    from rlvr_scaling.study.config import load_study
+
+    env = {TOKEN_VAR: "tagged-0123456789abcdef0123"}
+    job: dict = {}
+    started = LocalLauncher(load_study(site="local"), tmp_path).start(None, tmp_path / "ray", env, job)  # type: ignore[arg-type]  # the run is not read
+    folder = Path(env["RAY_TMPDIR"])
+    assert folder == Path(job["ray_temp_dir"]) and folder.is_dir() and folder.name.endswith("456789abcdef0123")
+    (folder / "ray" / "session_x").mkdir(parents=True)  # what verl's ray.init makes there
+    started.stop()
+    assert not folder.exists()
