@@ -120,3 +120,26 @@ def test_without_a_budget_nothing_is_priced(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr("rlvr_scaling.analysis.cost.budget.study_cost", priced)
     study = _study(None)
     check_budget(study, build_plan(study, root=tmp_path), tmp_path)
+
+
+def _made_run(folder: Path, study_name: str, nodes: int, hours: float) -> None:
+    folder.mkdir(parents=True)
+    (folder / "spec.json").write_text(json.dumps({"study": {"study": {"name": study_name}}}))
+    end = f"2026-12-06T{int(hours):02d}:{int(hours * 60) % 60:02d}:00+00:00"
+    (folder / "job.json").write_text(json.dumps({"nodes": nodes, "start": "2026-12-06T00:00:00+00:00", "end": end}))
+
+
+def test_a_studys_spending_is_its_own_runs_not_another_studys_in_the_same_results(tmp_path: Path) -> None:
+    """The demo's runs in results/ counted in one's own study's Spent (0.44 against 0.164, #61)."""
+    from rlvr_scaling.analysis.cost.budget import failed_attempts_cost, runs_cost
+
+    results = paths.results_dir(tmp_path)
+    _made_run(results / "runs" / "mine-a", "mine", 2, 1.5)  # 3 node-hours
+    _made_run(results / "runs" / "demo-a", "demo", 4, 2.0)  # 8
+    _made_run(results / "failed" / "mine-b" / "20261206T000000Z", "mine", 1, 0.5)  # 0.5
+    _made_run(results / "failed" / "demo-b" / "20261206T000000Z", "demo", 1, 1.0)  # 1
+    assert runs_cost(tmp_path, "mine") == pytest.approx(3.0) and runs_cost(tmp_path) == pytest.approx(11.0)
+    assert failed_attempts_cost(tmp_path, "mine") == pytest.approx(0.5)
+    assert failed_attempts_cost(tmp_path, "demo") == pytest.approx(1.0)
+    study = load_study(site="local", sets=["study.name=mine"])
+    assert study_cost(study, build_plan(study, root=tmp_path), tmp_path).spent == pytest.approx(3.5)

@@ -37,7 +37,7 @@ class Spent:
 
 def spent(study: Study, plan: list[PlannedRun], root: Path, running: list[LiveRun]) -> Spent:
     cost = study_cost(study, plan, root)  # its spent: the runs done and the failed attempts
-    failed = failed_attempts_cost(root)
+    failed = failed_attempts_cost(root, study.name)
     return Spent(
         done=cost.spent - failed,
         failed=failed,

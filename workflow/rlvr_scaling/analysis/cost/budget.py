@@ -50,10 +50,23 @@ def measured_node_hours(run_dir: Path) -> float | None:
         return None
 
 
-def failed_attempts_cost(root: Path) -> float:
+def of_study(run_dir: Path, study_name: str | None) -> bool:
+    """Whether a run folder is one of the named study's (its spec.json's study.name); every folder
+    when no name is given, and one whose spec cannot be read (paid for, whoever's it was). Another
+    study in the same results/ (the demo's, before one's own) is not this study's spending (#61)."""
+    if study_name is None:
+        return True
+    try:
+        spec = json.loads((run_dir / "spec.json").read_text())
+        return spec["study"]["study"]["name"] == study_name
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+
+
+def failed_attempts_cost(root: Path, study_name: str | None = None) -> float:
     """What the attempts filed under results/failed/<run>/<stamp>/ cost: paid for, if no result."""
     attempts = (paths.results_dir(root) / "failed").glob("*/*/job.json")
-    return sum(measured_node_hours(job.parent) or 0.0 for job in attempts)
+    return sum(measured_node_hours(job.parent) or 0.0 for job in attempts if of_study(job.parent, study_name))
 
 
 def cost_function(study: Study, plan: list[PlannedRun], root: Path) -> tuple[Callable[[Run], float], str]:
@@ -82,15 +95,17 @@ def cost_function(study: Study, plan: list[PlannedRun], root: Path) -> tuple[Cal
     return cost_of, f" (calibrated by the sweep points measured: {points}; start-up {startup})"
 
 
-def runs_cost(root: Path) -> float:
+def runs_cost(root: Path, study_name: str | None = None) -> float:
     """Every run directory's measured cost: the plan's runs done, and those it no longer names (a sweep
-    point measured past where a sequential sweep stops, a run of an earlier plan): paid for all the same."""
-    return sum(measured_node_hours(run_dir) or 0.0 for run_dir in (paths.results_dir(root) / "runs").glob("*/"))
+    point measured past where a sequential sweep stops, a run of an earlier plan): paid for all the same.
+    With a study name, that study's only."""
+    run_dirs = (paths.results_dir(root) / "runs").glob("*/")
+    return sum(measured_node_hours(run_dir) or 0.0 for run_dir in run_dirs if of_study(run_dir, study_name))
 
 
 def study_cost(study: Study, plan: list[PlannedRun], root: Path) -> Cost:
     cost_of, basis = cost_function(study, plan, root)
-    spent = failed_attempts_cost(root) + runs_cost(root)
+    spent = failed_attempts_cost(root, study.name) + runs_cost(root, study.name)
     to_run = [
         (run, cost_of(run)) for run in known_runs(plan) if measured_node_hours(paths.run_dir(root, run.run_id)) is None
     ]
