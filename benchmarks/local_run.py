@@ -74,7 +74,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         prepare_dataset(study, args.dataset, dataset_dir(root, study.site_name, args.dataset))
-        prepare_model(study, model_dir(root, study.site_name))
+        prepare_model(study, model_dir(root, study.site_name, study.model_folder))
         runs = [r for r in known_runs(build_plan(study, root=root)) if r.dataset == args.dataset]
         run = next((r for r in runs if r.nodes == args.nodes), None)
         if run is None:

@@ -57,7 +57,7 @@ CLI = (
     f"{shlex.quote(sys.executable)} -m rlvr_scaling"
 )
 STUDY_ARGS = f"--config {STUDY_FILE}"
-MODEL_DIR = f"results/models/{SITE}"
+MODEL_DIR = f"results/models/{SITE}/{STUDY.model_folder}"
 LOCAL_JOB = local_job_words(STUDY)
 # The bundle's directory: it holds <study>-<site>-<date>.tar.gz, dated by the day its last run ended,
 # which is known only once the runs are done.

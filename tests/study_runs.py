@@ -132,7 +132,7 @@ def _job(study: Study, run: Run, root: Path, status: str, exit_status: int) -> d
         "problems": [],
         # as run_records.job_record reads it from the study's model folder (fabricate_study puts
         # Qwen3-8B's config.json there)
-        "model": model_record(paths.model_dir(root, study.site_name) / "config.json"),
+        "model": model_record(paths.model_dir(root, study.site_name, study.model_folder) / "config.json"),
     }
 
 
@@ -175,7 +175,7 @@ def lumi_run_folder(root: Path, pick: Callable[[Run], bool]) -> Path:
     """One LUMI run's folder as the launcher leaves it (spec.json, job.json, metrics.jsonl), the first
     planned run `pick` takes, under `root` with the model's config.json in place."""
     study = load_study(paths.DEFAULT_CONFIG, sets=STUDY_SETS, site=SITE)
-    model = paths.model_dir(root, study.site_name)
+    model = paths.model_dir(root, study.site_name, study.model_folder)
     model.mkdir(parents=True)
     (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
     run = next(r for r in known_runs(build_plan(study, root=root)) if pick(r))
@@ -206,7 +206,7 @@ def fabricate_study(
 
     sets = [*STUDY_SETS, *sets]
     study = load_study(paths.DEFAULT_CONFIG, sets=sets, site=SITE)
-    model = paths.model_dir(root, study.site_name)
+    model = paths.model_dir(root, study.site_name, study.model_folder)
     model.mkdir(parents=True, exist_ok=True)
     (model / "config.json").write_bytes(QWEN3_8B_CONFIG.read_bytes())
     runs: dict[str, FabricatedRun] = {}

@@ -99,7 +99,7 @@ def test_the_launcher_reads_the_counters_a_working_node_advances(tmp_path: Path,
     data = paths.dataset_dir(root, "local", "gsm8k")
     data.mkdir(parents=True)
     (data / "manifest.json").write_text(json.dumps({"files": {"train": {"rows": 1000}}}))
-    model = paths.model_dir(root, "local")
+    model = paths.model_dir(root, "local", study.model_folder)
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
     final = launch(study, run, root)

@@ -19,9 +19,13 @@ from rlvr_scaling.measured.console_log import read_console
 from rlvr_scaling.measured.metrics_file import REQUIRED_STEP_KEYS, read_metrics_jsonl
 from rlvr_scaling.paths import WORKFLOW_PARTS
 from rlvr_scaling.publish.archive import read_archive
+from rlvr_scaling.study.config import load_study
 
 from .conftest import PYTHON
 from .workflow_helpers import assert_no_run_processes, snakemake
+
+# The local study's model folder (one per model: results/models/<site>/<name>-<digest>).
+MODEL = f"results/models/local/{load_study(site='local').model_folder}"
 
 # One test worker runs these in order: the shared study comes first, the test that changes it last.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("local-engine")]
@@ -115,7 +119,7 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
         assert job["trainer"] == "verl.trainer.main_ppo"
         # The shape of the tiny model the run loaded, recorded for MFU; the local site has no peak
         # (a CPU has no BF16 peak that fits), so MFU is not measured and the summary says why.
-        tiny = json.loads((results / "models" / "local" / "config.json").read_text())
+        tiny = json.loads((results.parent / MODEL / "config.json").read_text())
         assert job["model"]["shape"]["num_hidden_layers"] == tiny["num_hidden_layers"]
         mfu = json.loads((results / "summaries" / f"{run_dir.name}.json").read_text())["summary"]["mfu"]
         assert mfu["not_measured"] == "the site file gives no hardware.peak_tflops_bf16" and mfu["by_phase"] == {}
@@ -271,10 +275,10 @@ def test_reduced_local_study_end_to_end(local_study: Path) -> None:
     assert {f"results/tables/{t.name}" for t in (results / "tables").glob("[!.]*")} <= set(members)
     assert "results/report/workflow.html" in members
     assert {f"results/data/local/{d}/manifest.json" for d in SWEEPS} <= set(members)
-    model = json.loads(members["results/models/local/rlvr_manifest.json"])
+    model = json.loads(members[f"{MODEL}/rlvr_manifest.json"])
     assert (
         model["files"]["model.safetensors"]["sha256"]
-        == hashlib.sha256((results / "models" / "local" / "model.safetensors").read_bytes()).hexdigest()
+        == hashlib.sha256((results.parent / MODEL / "model.safetensors").read_bytes()).hexdigest()
     )
     # The demo's own check (`make demo` ends with it), on both datasets: it once failed on their order.
     verified = subprocess.run([PYTHON, "-m", "rlvr_scaling", "verify", str(bundle)], capture_output=True, text=True)

@@ -52,7 +52,8 @@ def test_a_failed_call_then_a_changed_model_finishes_the_study_in_the_next_call(
     models = {}
     for name in ("model-a", "model-b"):
         models[name] = tmp_path / name
-        shutil.copytree(results / "models" / "local", models[name])
+        [tiny] = (results / "models" / "local").iterdir()  # the first study's: one model so far
+        shutil.copytree(tiny, models[name])
         (models[name] / "rlvr_manifest.json").unlink()
     own = tmp_path / "own.yaml"
     own.write_text(OWN.format(model=models["model-a"]) + SMALL)

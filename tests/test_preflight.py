@@ -30,7 +30,7 @@ def _inputs(root: Path, study) -> None:
         folder = root / "results" / "data" / study.site_name / dataset
         folder.mkdir(parents=True)
         (folder / "manifest.json").write_text("{}")
-    model = root / "results" / "models" / study.site_name
+    model = root / "results" / "models" / study.site_name / study.model_folder
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
 

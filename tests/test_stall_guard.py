@@ -65,7 +65,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Study]:
     launch_section = dataclasses.replace(study.site.launch, stall_floor_minutes=0.05)
     study = dataclasses.replace(study, site=dataclasses.replace(study.site, launch=launch_section))
     prepare_dataset(study, "gsm8k", paths.dataset_dir(root, study.site_name, "gsm8k"))
-    prepare_model(study, paths.model_dir(root, study.site_name))
+    prepare_model(study, paths.model_dir(root, study.site_name, study.model_folder))
     return root, study
 
 

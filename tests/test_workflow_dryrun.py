@@ -98,7 +98,11 @@ def test_lumi_profile_dry_run_before_the_sweep(lumi_workdir: Path) -> None:
             rf"^Job \d+: rule dataset: {dataset} into results/data/lumi/{dataset}/manifest.json, (.*)$", output, re.M
         )
         assert marked and marked.group(1) == "run by Snakemake on this machine (the login node), not submitted to Slurm"
-    assert re.search(r"^Job \d+: rule model: into results/models/lumi, run by Snakemake on this machine", output, re.M)
+    assert re.search(
+        r"^Job \d+: rule model: into results/models/lumi/Qwen-Qwen3-8B-[0-9a-f]{8}, run by Snakemake on this machine",
+        output,
+        re.M,
+    )
 
 
 def test_lumi_profile_dry_run_of_the_published_study(lumi_workdir: Path) -> None:

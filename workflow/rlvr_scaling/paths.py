@@ -76,8 +76,10 @@ def dataset_dir(root: Path, site: str, dataset: str) -> Path:
     return results_dir(root) / "data" / site / dataset
 
 
-def model_dir(root: Path, site: str) -> Path:
-    return results_dir(root) / "models" / site
+def model_dir(root: Path, site: str, folder: str) -> Path:
+    """A model's folder: one per model of the site (study.config.Study.model_folder), so another study's
+    model never replaces it and going back to it finds it there."""
+    return results_dir(root) / "models" / site / folder
 
 
 def selection_file(root: Path, dataset: str) -> Path:

@@ -64,7 +64,7 @@ def check_inputs(study: Study, run: Run, root: Path, site_env: dict[str, str]) -
     too_large = step_problem(study, run, rows, f"counted by the data stage ({manifest_path})")
     if too_large:
         raise StudyError(too_large)
-    model = paths.model_dir(root, study.site_name)
+    model = paths.model_dir(root, study.site_name, study.model_folder)
     if not (model / "config.json").exists():
         raise StudyError(f"model is missing: {model} (run the model stage first)")
     if study.site.container is not None:

@@ -151,7 +151,7 @@ def _inputs(study: Study, root: Path) -> tuple[dict[str, Any], list[str]]:
         found[dataset] = str(manifest) if manifest.exists() else None
         if not manifest.exists():
             problems.append(f"dataset {dataset}: {manifest} is missing")
-    model = paths.model_dir(root, study.site_name) / "config.json"
+    model = paths.model_dir(root, study.site_name, study.model_folder) / "config.json"
     found["model"] = str(model) if model.exists() else None
     if not model.exists():
         problems.append(f"model: {model} is missing")
@@ -248,7 +248,7 @@ def _check(study: Study, plan: list[Run], root: Path, env: dict[str, str], smoke
     problems += _engine_problems(study, engine)
     self_checks, found = reward_problems(study, engine.pop("rewards", {}))
     problems += found
-    results, model = paths.results_dir(root), paths.model_dir(root, study.site_name)
+    results, model = paths.results_dir(root), paths.model_dir(root, study.site_name, study.model_folder)
     storage, found, warnings = space_report(results, model, study.slurm_account())
     problems += found
     ray, collective, found = _cross_node_checks(study, plan, root, env, run_env)

@@ -85,5 +85,5 @@ def job_record(study: Study, run: Run, root: Path, env: dict[str, str]) -> dict[
         **host_facts(),
         "versions": package_versions(),
         # The shape the run's MFU is counted from (analysis.per_run.model_flops).
-        "model": model_record(paths.model_dir(root, study.site_name) / "config.json"),
+        "model": model_record(paths.model_dir(root, study.site_name, study.model_folder) / "config.json"),
     }

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlvr_scaling import paths
 from rlvr_scaling.inputs.chat_template import check_template, own_template, supplied_template
 from rlvr_scaling.inputs.data import load_dataset
 from rlvr_scaling.inputs.model import CHAT_TEMPLATE, local_model_path
@@ -40,7 +41,7 @@ def chat_template(study: Study, root: Path) -> tuple[str | None, dict[str, Any],
     if model.source == "local":
         folder = local_model_path(str(model.path), root)
     else:  # where the model stage puts the download
-        folder = root / "results" / "models" / study.site_name
+        folder = paths.model_dir(root, study.site_name, study.model_folder)
     config_file = folder / "tokenizer_config.json"
     if not config_file.is_file():
         if supplied:

@@ -57,7 +57,7 @@ def input_records(study: Study, root: Path) -> list[Path]:
     site = study.site_name
     files = [paths.dataset_dir(root, site, dataset) / "manifest.json" for dataset in study.datasets]
     files += [paths.dataset_dir(root, site, dataset) / REWARD_COPY for dataset in study.datasets]
-    files.append(paths.model_dir(root, site) / "rlvr_manifest.json")
+    files.append(paths.model_dir(root, site, study.model_folder) / "rlvr_manifest.json")
     if study.site.container is not None:
         files += [recipe_path(study, root), record_path(study, root)]
     files.append(paths.results_dir(root) / "preflight" / f"{site}.json")

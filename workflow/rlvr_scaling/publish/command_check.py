@@ -2,7 +2,7 @@
 config, site and the run's shape, and command.sh rendered again from them, line by line.
 
 Some words of a command are the machine's, not the study's, and are taken as recorded: the study's
-folder (every path under results/, found from the model's path, which is `<root>/results/models/<site>`),
+folder (every path under results/, found from the model's path, `<root>/results/models/<site>/<model>`),
 the Python that ran verl (the exec line's interpreter: this host's venv or the image's) and, on a
 container site, the image's path and the folders bound in. Every other word must be what the launcher
 writes (the trainer verl's own, or the tests' stand-in): an appended line, a changed argument, option or
@@ -70,6 +70,8 @@ def recorded_root(verl_args: list[str], site: str) -> Path | None:
     if model is None:
         return None
     path = Path(model)
+    if path.parts[-4:-1] == ("results", "models", site):  # one folder per model (#61)
+        return path.parents[3]
     return path.parents[2] if path.parts[-3:] == ("results", "models", site) else None
 
 
@@ -87,7 +89,7 @@ def command_problems(
     recorded_args = list(run.get("verl_args") or [])
     root = recorded_root(recorded_args, site.name)
     if root is None:
-        return [f"spec.json: no {MODEL_ARG}<folder>/results/models/{site.name} among the verl arguments"]
+        return [f"spec.json: no {MODEL_ARG}<folder>/results/models/{site.name}/<model> among the verl arguments"]
     expected = build_verl_args(
         config, site, run["dataset"], run["nodes"], run["prompts"], run["concurrency"], run["run_id"], root
     )

@@ -40,6 +40,10 @@ class Study:
     def name(self) -> str:
         return self.config.study.name
 
+    @property
+    def model_folder(self) -> str:
+        return self.config.model.folder_name()
+
     def reference(self) -> dict[str, Any] | None:
         """The published study it reproduces (`study.reference`), read and checked; None: none named."""
         return load_reference(self.config.study.reference) if self.config.study.reference else None

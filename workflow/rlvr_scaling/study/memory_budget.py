@@ -124,7 +124,10 @@ def _read_shape(path: str, mtime_ns: int) -> tuple[ModelShape | None, str]:
 def shape_for(model: Model, root: Path, site: str) -> tuple[ModelShape | None, str]:
     """The model's shape: a local folder's config.json (model.source local), the downloaded one, else
     the one shipped for that hub id (config/models/<org>__<name>.json); None and why when none is there."""
-    candidates = [paths.model_dir(root, site) / "config.json", SHAPES_DIR / f"{model.name.replace('/', '__')}.json"]
+    candidates = [
+        paths.model_dir(root, site, model.folder_name()) / "config.json",
+        SHAPES_DIR / f"{model.name.replace('/', '__')}.json",
+    ]
     if model.source == "local" and model.path:
         folder = Path(model.path)
         candidates.insert(0, (folder if folder.is_absolute() else root / folder) / "config.json")

@@ -110,7 +110,13 @@ def _identity(study: Study, dataset: str, nodes: int, prompts: int, concurrency:
         **({"container_image": image_identity(study)} if container else {}),
         "verl": cfg.software.verl,
         # max_context sizes the tiny model; a downloaded one has its own.
-        "model": {k: getattr(cfg.model, k) for k in ("name", "source", "revision", "max_context")},
+        # Another local folder or another chat template is another model under the same name (added
+        # only when set: every other study keeps its run ids).
+        "model": {
+            **{k: getattr(cfg.model, k) for k in ("name", "source", "revision", "max_context")},
+            **({"path": str(cfg.model.path)} if cfg.model.source == "local" else {}),
+            **({"chat_template": cfg.model.chat_template} if cfg.model.chat_template else {}),
+        },
         # What builds its rows (source, revision, fields, answer rule, prompt, reward with its file's
         # sha256) and the caps and memory settings of its runs.
         "dataset": {

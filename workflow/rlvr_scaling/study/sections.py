@@ -9,6 +9,7 @@ change the mapping and build again (`from_dict`); the records are not edited in 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from rlvr_scaling.study.dataset_section import (  # noqa: F401 - the study's sec
     Reward,
     SelfCheck,
 )
+from rlvr_scaling.study.identity import digest
 from rlvr_scaling.study.section_base import Section
 from rlvr_scaling.study.toy_scale import ToyScale
 
@@ -208,6 +210,20 @@ class Model(Section):
     max_context: int = 0
     path: str | None = None  # source local: the folder, relative to the working directory or absolute
     chat_template: str | None = None  # a Jinja file, or a named template (inputs.chat_template.NAMED)
+
+    def folder_name(self) -> str:
+        """The model's folder under results/models/<site>/: its name, then a digest of what makes it
+        another model (its source and revision, a local folder's path, a supplied chat template; the
+        tiny one's context, which sizes it). One folder held every model of a site: a study's own
+        model replaced the demo's, and going back made it again (#61)."""
+        what: dict[str, Any] = {"name": self.name, "source": self.source, "revision": self.revision}
+        if self.source == "tiny":
+            what["max_context"] = self.max_context
+        if self.source == "local":
+            what["path"] = str(self.path)
+        if self.chat_template:
+            what["chat_template"] = self.chat_template
+        return f"{re.sub(r'[^A-Za-z0-9._-]+', '-', self.name).strip('-') or 'model'}-{digest(what, 8)}"
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def build_verl_args(
         f"data.max_response_length={data.max_response_length}",
         "data.filter_overlong_prompts=True",
         "data.truncation=error",
-        f"actor_rollout_ref.model.path={paths.model_dir(root, site.name)}",
+        f"actor_rollout_ref.model.path={paths.model_dir(root, site.name, config.model.folder_name())}",
         f"actor_rollout_ref.actor.optim.lr={float(config.algorithm.lr)}",
         # One optimiser step per RL step: the whole batch is one mini-batch.
         f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",

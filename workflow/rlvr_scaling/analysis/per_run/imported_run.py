@@ -140,7 +140,9 @@ def import_run(
                 "workers": shape.nodes * shape.gpus_per_node,
                 "start": None,
                 "end": None,
-                "model": model_record(model_config or paths.model_dir(root, study.site_name) / "config.json"),
+                "model": model_record(
+                    model_config or paths.model_dir(root, study.site_name, study.model_folder) / "config.json"
+                ),
             }
             (staging / "job.json").write_text(json_text(job))
             shutil.copyfile(log, staging / ("metrics.jsonl" if reader == "jsonl" else "console.log"))
