@@ -28,6 +28,7 @@ from rlvr_scaling.snakemake_api import (
     effective_config_path,
     step_inputs,
     study_config_or_exit,
+    submits_jobs,
     write_effective_config,
 )
 
@@ -36,7 +37,8 @@ from rlvr_scaling.snakemake_api import (
 STUDY_CONFIG = study_config_or_exit(
     config, workflow.config_settings.configfiles, workflow.config_settings.config
 )
-STUDY = load_or_exit(STUDY_CONFIG)
+SUBMITS = submits_jobs(sys.argv)
+STUDY = load_or_exit(STUDY_CONFIG, submits=SUBMITS)
 PLAN = Lookup(STUDY)
 if workflow.is_main_process:
     announce(PLAN)
@@ -45,7 +47,7 @@ DATASETS = STUDY.datasets
 # results/ may be a link to the site's storage (storage.results). The one thing done while the rules
 # are read: Snakemake reads results/ to build its plan, so the link must be there before (made once;
 # every other file is made by a rule, or by `onstart` in the Snakefile).
-RESULTS_ROOT = results_root_or_exit(STUDY)
+RESULTS_ROOT = results_root_or_exit(STUDY, SUBMITS)
 # Over budget.node_hours, a dry run warns here, and a real run submits nothing (onstart, Snakefile).
 if workflow.is_main_process:
     budget_warning(PLAN)

@@ -174,3 +174,23 @@ def test_a_slurm_command_that_hangs_or_is_missing_is_a_failed_answer_not_an_exce
     assert JobWatch().verdicts(["11"])["11"].phase == "live"  # Slurm did not answer: still waited on
     answer = slurm_jobs.run_command(["no-such-slurm-command-rlvr"])
     assert answer.returncode == 1 and "no-such-slurm-command-rlvr" in answer.stderr
+
+
+def test_one_squeue_serves_every_submission_of_a_scheduling_round(monkeypatch) -> None:
+    """The study's start hands the executor about 32 jobs at once; each asked squeue --me before
+    its submission (#62). Now the round asks once and each job's submission reads that answer."""
+    from rlvr_scaling.execution import slurm_jobs
+    from snakemake_executor_plugin_rlvr_slurm import Executor, SlurmExecutor
+
+    asked = []
+    monkeypatch.setattr(slurm_jobs, "live_jobs", lambda: asked.append(1) or [])
+    submitted = []
+    monkeypatch.setattr(SlurmExecutor, "run_jobs", lambda self, jobs: submitted.extend(jobs))
+    executor = Executor.__new__(Executor)  # the round's bookkeeping only: no workflow, no Slurm
+    executor._round_live_jobs = {}
+    jobs = [object() for _ in range(32)]
+    executor.run_jobs(jobs)
+    assert len(asked) == 1 and submitted == jobs
+    assert all(executor._round_live_jobs[id(job)] == [] for job in jobs)
+    executor.run_jobs([])  # nothing handed over: nothing asked
+    assert len(asked) == 1

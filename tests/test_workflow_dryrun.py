@@ -137,6 +137,13 @@ def test_lumi_without_an_account_stops_before_anything_is_submitted(lumi_workdir
     assert "slurm_account" in result.stderr and "project account" in result.stderr
     assert not (lumi_workdir / ".snakemake" / "slurm_logs").exists()
     assert not (lumi_workdir / "results" / "logs" / "slurm").exists()  # the LUMI profile's rlvr-slurm-logdir
+    # A call that submits nothing needs no account (#62): the lock a killed controller left goes.
+    (lumi_workdir / ".snakemake" / "locks").mkdir(parents=True, exist_ok=True)
+    (lumi_workdir / ".snakemake" / "locks" / "0.input.lock").write_text("")
+    for quiet in (["--unlock"], ["--list-rules"]):
+        done = snakemake(lumi_workdir, "--profile", "lumi", *quiet, env={**env, "RLVR_RESULTS_ROOT": ""}, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert not list((lumi_workdir / ".snakemake" / "locks").iterdir())
 
 
 def test_bad_config_stops_with_key_and_value(workdir: Path) -> None:

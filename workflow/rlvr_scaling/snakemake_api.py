@@ -67,11 +67,27 @@ def study_config_or_exit(
         raise SystemExit(2) from None
 
 
-def load_or_exit(config: dict[str, Any]) -> Study:
-    """Validate the Snakemake config; a bad one stops here with the key, the value and the rule."""
+# Snakemake's options for calls that submit no job: they need no Slurm account (#62).
+NO_SUBMISSION = frozenset(
+    ["--unlock", "--cleanup-metadata", "--cm", "--list-rules", "--list", "-l", "--list-target-rules", "--lt"]
+    + ["--summary", "-S", "--detailed-summary", "-D", "--lint", "--report", "--touch", "-t", "--list-changes"]
+    + ["--lc", "--list-input-changes", "--li", "--list-params-changes", "--lp", "--list-code-changes"]
+    + ["--list-untracked", "--lu", "--delete-all-output", "--delete-temp-output", "--cleanup-shadow"]
+)
+
+
+def submits_jobs(argv: list[str]) -> bool:
+    """Whether a Snakemake command line may submit jobs (a dry run may: it shows their sbatch lines)."""
+    return not any(arg.split("=", 1)[0] in NO_SUBMISSION for arg in argv[1:])
+
+
+def load_or_exit(config: dict[str, Any], submits: bool = True) -> Study:
+    """Validate the Snakemake config; a bad one stops here with the key, the value and the rule. The
+    account is required only of a call that may submit jobs."""
     try:
         study = study_from_dict(config)
-        study.require_account()
+        if submits:
+            study.require_account()
         check_inputs(study)  # what the data and model stages will need, before any job
     except StudyError as exc:
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
@@ -128,11 +144,15 @@ def budget_warning(lookup: Lookup) -> None:
         print(f"rlvr-scaling: warning: {exc}", file=sys.stderr)
 
 
-def results_root_or_exit(study: Study) -> Path:
-    """results/ as the site keeps it (a link to its storage, made once), before anything is written."""
+def results_root_or_exit(study: Study, submits: bool = True) -> Path:
+    """results/ as the site keeps it (a link to its storage, made once), before anything is written. A
+    call that submits nothing (--unlock) goes on where the storage cannot be named (LUMI's scratch is
+    per project: no account, no folder), with results/ as it is."""
     try:
         return link_results(study, Path.cwd())
     except StudyError as exc:
+        if not submits:
+            return paths.results_dir(Path.cwd())
         print(f"rlvr-scaling: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -87,6 +87,18 @@ class Executor(SlurmExecutor):
             vanished_after_s=settings.vanished_after_seconds,
             requeue=bool(settings.requeue),
         )
+        # The live jobs one squeue read for the jobs of one scheduling round, per job (#62).
+        self._round_live_jobs: dict[int, list[Any] | None] = {}
+
+    def run_jobs(self, jobs: list[Any]) -> None:
+        """One `squeue --me` for every job Snakemake hands over at once (about 32 at the study's
+        start), not one per job: the plugin then submits each in a thread of its own."""
+        from rlvr_scaling.execution.slurm_jobs import live_jobs
+
+        if jobs:
+            found = live_jobs()
+            self._round_live_jobs.update({id(job): found for job in jobs})
+        super().run_jobs(jobs)
 
     def run_job(self, job: Any) -> None:
         from rlvr_scaling.execution.slurm_jobs import jobs_working_for, live_jobs
@@ -97,7 +109,7 @@ class Executor(SlurmExecutor):
                 SubmittedJobInfo(job), "rlvr-slurm submits to one cluster: drop the job's cluster resource"
             )
             return
-        jobs = live_jobs()
+        jobs = self._round_live_jobs.pop(id(job)) if id(job) in self._round_live_jobs else live_jobs()
         if jobs is None:
             self.logger.warning(
                 f"squeue did not answer: {job_comment(job)} is submitted without checking for a job an "
