@@ -75,8 +75,9 @@ test: $(STAMP) $(WORKFLOW_STAMP)
 # setup (marker heavy: README, "Tests").
 # Whole modules to a worker (--dist loadscope): a module's shared setup (the fabricated published study,
 # the composed runs) is then built once, not once per worker: 137 -> 129 s of CPU (no xdist_group here).
+# The fast tier asks no cluster anything: tests/no-cluster's scontrol answers Snakemake's Slurm plugin at once.
 test-fast: $(STAMP)
-	$(BIN)/pytest -n 2 --dist loadscope -m "not slow and not slurm and not apptainer and not standin and not resolve and not workflow_env and not heavy"
+	PATH="$(CURDIR)/tests/no-cluster:$$PATH" $(BIN)/pytest -n 2 --dist loadscope -m "not slow and not slurm and not apptainer and not standin and not resolve and not workflow_env and not heavy"
 
 # The LUMI study rehearsed whole on the test Slurm cluster (tests/rehearsal; root, as .ci/run): the
 # cluster installed and started if it is not up, then the rehearsal with the adaptive step count off and on.

@@ -143,7 +143,7 @@ def test_lumi_without_an_account_stops_before_anything_is_submitted(lumi_workdir
     for quiet in (["--unlock"], ["--list-rules"]):
         done = snakemake(lumi_workdir, "--profile", "lumi", *quiet, env={**env, "RLVR_RESULTS_ROOT": ""}, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
-    assert not list((lumi_workdir / ".snakemake" / "locks").iterdir())
+    assert not (lumi_workdir / ".snakemake" / "locks").exists()
 
 
 def test_bad_config_stops_with_key_and_value(workdir: Path) -> None:
