@@ -4,8 +4,6 @@ of the Ray logs the run keeps, in FAILED.txt, job.json and `status`, not only th
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 from rlvr_scaling.execution.failure_cause import MAX_CHARS, failure_cause, last_exception
 
 from .conftest import REPO
-from .workflow_helpers import assert_no_run_processes, snakemake
+from .workflow_helpers import assert_no_run_processes, snakemake, study_status
 
 # The shape of a verl console where a Ray actor raised: the wrapper Ray raises in the driver, then
 # the actor's own traceback and error, then Hydra's and Ray's lines after it.
@@ -114,13 +112,7 @@ def test_a_failure_planted_inside_verl_is_named_in_failed_txt_job_json_and_statu
     console = (attempt / "console.log").read_text().splitlines()
     assert planted in console[cause["first_line"] - 1] and cause["text"] in console[cause["line"] - 1]
     assert cause["first_line"] < cause["line"] < len(console)  # not the console's last line: Ray's follow
-    status = subprocess.run(
-        [sys.executable, "-m", "rlvr_scaling", "status", "--config", str(study)],
-        capture_output=True,
-        text=True,
-        cwd=workdir,
-        check=True,
-    ).stdout
+    status = study_status(workdir, study)
     assert planted in status, status
     # verl's Ray kept its session (sockets, logs) in the run's own folder, gone with the run (#61).
     assert job["ray_temp_dir"].startswith(tempfile.gettempdir()) and not Path(job["ray_temp_dir"]).exists()

@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 from rlvr_scaling.leftover_jobs import exit_if_work_left, leftover_counts, leftover_message
 
-from .workflow_helpers import STANDIN, assert_no_run_processes, snakemake
+from .workflow_helpers import STANDIN, assert_no_run_processes, snakemake, study_status
 
 SMALL = """
 only_datasets: [gsm8k]
@@ -82,13 +81,7 @@ def test_a_failed_call_then_a_changed_model_finishes_the_study_in_the_next_call(
         started = datetime.fromisoformat(json.loads((run / "job.json").read_text())["start"]).timestamp()
         assert started >= int(preflight_done), (run.name, started, preflight_done)
     assert list((results / "bundle" / "own-one-call-local").glob("*.tar.gz"))
-    status = subprocess.run(
-        [sys.executable, "-m", "rlvr_scaling", "status", "--config", str(own)],
-        capture_output=True,
-        text=True,
-        cwd=workdir,
-        check=True,
-    ).stdout
+    status = study_status(workdir, own)
     table = status.split("\n\nRuns:")[0]
     assert "missing" in table.splitlines()[2]  # the header names the column
     for line in table.splitlines()[3:]:

@@ -42,6 +42,12 @@ def snakemake(
     return result
 
 
+def study_status(workdir: Path, study: Path) -> str:
+    """`rlvr-scaling status` of a study file, as its user would run it in the working directory."""
+    command = [sys.executable, "-m", "rlvr_scaling", "status", "--config", str(study)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=workdir, check=True).stdout
+
+
 def _environ(pid: str) -> list[bytes]:
     return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
 
