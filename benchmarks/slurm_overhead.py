@@ -41,7 +41,7 @@ def sacct_times(job_id: str) -> tuple[dt.datetime, dt.datetime, dt.datetime]:
         .stdout.strip()
         .split("|")
     )
-    return tuple(dt.datetime.fromisoformat(t) for t in out)  # type: ignore[return-value]
+    return tuple(dt.datetime.fromisoformat(t) for t in out)  # type: ignore[return-value]  # two times, one per line asked
 
 
 def main() -> None:

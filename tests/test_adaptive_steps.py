@@ -180,7 +180,7 @@ def test_verl_ending_between_the_wait_and_the_look_is_judged_as_it_ended(tmp_pat
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_bytes(b"".join(metrics_line(step, seconds) for step, seconds in enumerate(STEADY, 1)))
     clock = StepClock(metrics, rule())
-    assert wait_watching(_EndsUnseen(), 30, clock) == 0  # type: ignore[arg-type]
+    assert wait_watching(_EndsUnseen(), 30, clock) == 0  # type: ignore[arg-type]  # a Popen stand-in
     assert clock.stop is None and clock.record()["last_step"] == 11
 
 

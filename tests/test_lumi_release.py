@@ -38,7 +38,7 @@ def test_plan_prints_the_release_with_its_known_issues() -> None:
     shown = subprocess.run(
         [sys.executable, "-m", "rlvr_scaling", "plan", "--site", "lumi"], capture_output=True, text=True, check=True
     ).stdout
-    release = Path(load_study(site="lumi").site.container.base_image).name.removesuffix(".sif")  # type: ignore[union-attr]
+    release = Path(load_study(site="lumi").site.container.base_image).name.removesuffix(".sif")  # type: ignore[union-attr]  # lumi has a container
     [line] = [line for line in shown.splitlines() if line.startswith("Image base:")]
     assert release in line and "known issues:" in line and "issue 44" in line
     assert "Collectives across nodes: rccl over ofi-cxi (every node's Ray in one job step)" in shown

@@ -110,7 +110,7 @@ def _bind_after(setup):
             record({"event": "affinity", "gpu": gpu, "cpus": _bound[gpu], "process": type(self).__name__})
         return result
 
-    wrapper._rlvr_hooked = True  # type: ignore[attr-defined]
+    wrapper._rlvr_hooked = True  # type: ignore[attr-defined]  # a mark on the wrapper: hooked once per process
     return wrapper
 
 
@@ -147,7 +147,7 @@ def _measured(name: str, method):
         )
         return result
 
-    wrapper._rlvr_hooked = True  # type: ignore[attr-defined]
+    wrapper._rlvr_hooked = True  # type: ignore[attr-defined]  # a mark on the wrapper: hooked once per process
     return wrapper
 
 
@@ -177,7 +177,7 @@ def _record_collectives(init: Callable[..., Any]) -> Callable[..., Any]:
             pass
         return result
 
-    wrapper._rlvr_hooked = True  # type: ignore[attr-defined]
+    wrapper._rlvr_hooked = True  # type: ignore[attr-defined]  # a mark on the wrapper: hooked once per process
     return wrapper
 
 

@@ -44,7 +44,7 @@ def read_pm_counters(folder: Path) -> dict[str, float] | None:
 def read_nvml() -> dict[str, float] | None:
     """Joules by GPU (`gpu0`, ...) and their sum as `node`; None without pynvml or a GPU."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml  # type: ignore[import-not-found]  # optional, NVIDIA sites only; not in the local environment
     except ImportError:
         return None
     try:

@@ -28,7 +28,7 @@ def _patch_init_process_group() -> None:
             args = (_dedup_backend(args[0]), *args[1:])
         return original(*args, **kwargs)
 
-    init_process_group._rlvr_patched = True  # type: ignore[attr-defined]
+    init_process_group._rlvr_patched = True  # type: ignore[attr-defined]  # a mark on torch's function: patched once
     torch.distributed.init_process_group = init_process_group
 
 
