@@ -91,6 +91,17 @@ def preflight_before_run(wildcards):
     return PREFLIGHT
 
 
+def ancient_unless_remade(files, settings_file):
+    """`files` as ancient, unless the step that makes them has settings not made yet (it will be
+    made again in this call): then as they are, so that Snakemake's walk from that step reaches the
+    preflight, which must run again before any run (snakemake#4166: an ancient edge is never
+    crossed, and the preflight's own check is skipped downstream of a step that must run).
+    """
+    if os.path.exists(settings_file):
+        return [ancient(f) for f in files]
+    return list(files)
+
+
 def dataset_files(dataset):
     return multiext(
         f"results/data/{SITE}/{dataset}/",

@@ -21,11 +21,18 @@ rule step_settings:
 checkpoint preflight:
     input:
         settings=STEP["preflight"]["settings"],
-        # It needs the data and the model in place: a remade dataset or model makes it again, before
-        # any run (the preflight composes every run from them; ancient, it went unseen and a run
-        # started before it).
-        data=[f for dataset in DATASETS for f in dataset_files(dataset)],
-        model=MODEL_DIR,
+        # It needs the data and the model in place; taken as they are where their settings changed
+        # (the preflight's changed too, and it must come before the runs made from them), as ancient
+        # otherwise: data or a model changed by hand does not make it again, and so does not hide the
+        # runs made from them (rules/common.smk: ancient_unless_remade).
+        data=[
+            f
+            for dataset in DATASETS
+            for f in ancient_unless_remade(
+                dataset_files(dataset), STEP[f"dataset@{dataset}"]["settings"]
+            )
+        ],
+        model=ancient_unless_remade([MODEL_DIR], STEP["model"]["settings"]),
         container=container_image(),
     output:
         "results/preflight/{site}.json",

@@ -167,8 +167,8 @@ IMAGE_FACTS = ("base_packages", "base_sha256")
 def _refuse_another_images_facts(site: dict[str, Any], inherited: dict[str, Any], parent: str, file: str) -> None:
     """A site that names its own base image and would inherit the package list (or digest) of the
     image its parent names: the resolve check judged another image than the one built (#61)."""
-    own = site.get("container") if isinstance(site.get("container"), dict) else {}
-    theirs = inherited.get("container") if isinstance(inherited.get("container"), dict) else {}
+    own: dict[str, Any] = site["container"] if isinstance(site.get("container"), dict) else {}
+    theirs: dict[str, Any] = inherited["container"] if isinstance(inherited.get("container"), dict) else {}
     if "base_image" not in own or own["base_image"] == theirs.get("base_image"):
         return
     for key in IMAGE_FACTS:
