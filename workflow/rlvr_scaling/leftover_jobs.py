@@ -16,8 +16,10 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-# Where the call already says what it was asked not to do, or does nothing to check.
-NO_CHECK_OPTIONS = ("--dry-run", "-n", "--dryrun", "--touch", "-t", "--report", "--unlock", "--summary", "-S")
+from rlvr_scaling.snakemake_api import submits_jobs
+
+# A dry run already says what is left; the calls that submit nothing (snakemake_api) make nothing to check.
+DRY_RUN_OPTIONS = ("--dry-run", "-n", "--dryrun")
 JOB_LINE = re.compile(r"^(\w+)\s+(\d+)$")
 
 
@@ -53,7 +55,7 @@ def dry_run_command(argv: Sequence[str]) -> list[str]:
 def exit_if_work_left(argv: Sequence[str]) -> None:
     """Exit 1 naming what is left when a dry run of `argv` (Snakemake's own command line) would still
     run a job; nothing for calls that make nothing (a dry run, --touch, --report, --unlock)."""
-    if any(arg in NO_CHECK_OPTIONS or arg.split("=", 1)[0] in NO_CHECK_OPTIONS for arg in argv[1:]):
+    if not submits_jobs(list(argv)) or any(arg.split("=", 1)[0] in DRY_RUN_OPTIONS for arg in argv[1:]):
         return
     done = subprocess.run(dry_run_command(argv), capture_output=True, text=True)
     if done.returncode != 0:
