@@ -266,8 +266,8 @@ def test_the_preflight_scores_in_the_engines_python_what_the_data_stage_could_no
     """A cluster's data stage has no verl: it leaves the reference solutions beside the rows, and the
     preflight's probe (the engine's own Python: here the local environment, on LUMI the image) scores
     them with verl's scorer; a share below the threshold is a preflight problem, in the same line."""
-    from rlvr_scaling.execution import preflight
-    from rlvr_scaling.execution.preflight_rewards import reward_problems
+    from rlvr_scaling.execution.preflight import checks as preflight
+    from rlvr_scaling.execution.preflight.rewards import reward_problems
 
     sets = ['datasets.dapo_math.self_check.solution="{answer}"']  # bare answers: math_dapo scores -1
     study = load_study(site="local", sets=sets)
@@ -323,8 +323,8 @@ def test_an_own_reward_the_data_stage_could_not_import_is_scored_by_the_prefligh
 ) -> None:
     """A reward file importing what only the image has: the data stage records that it could not load
     it, and the preflight's probe imports the dataset's copy (reward.py) in the engine's Python."""
-    from rlvr_scaling.execution import preflight
-    from rlvr_scaling.execution.preflight_rewards import reward_problems
+    from rlvr_scaling.execution.preflight import checks as preflight
+    from rlvr_scaling.execution.preflight.rewards import reward_problems
     from rlvr_scaling.inputs import self_check
 
     study = load_study(EXAMPLE, site="local", sets=["only_datasets=[my_problems]"])

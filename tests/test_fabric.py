@@ -16,7 +16,7 @@ import pytest
 from rlvr_scaling.analysis.per_run.summary import summarize_run, transport_check
 from rlvr_scaling.engines import fabric
 from rlvr_scaling.execution.fabric_record import transport_record
-from rlvr_scaling.execution.preflight_collective import bus_bandwidth_gb_per_s, judge
+from rlvr_scaling.execution.preflight.collective import bus_bandwidth_gb_per_s, judge
 from rlvr_scaling.study.config import load_study
 
 from .study_runs import lumi_run_folder

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from rlvr_scaling.analysis.across_runs.selection_io import read_selections
-from rlvr_scaling.execution.engine_smoke import run_smoke, smoke_run
-from rlvr_scaling.execution.preflight import check, engine_modules, preflight_nodes, runs_to_check
+from rlvr_scaling.execution.preflight.checks import check, engine_modules, preflight_nodes, runs_to_check
+from rlvr_scaling.execution.preflight.engine_smoke import run_smoke, smoke_run
 from rlvr_scaling.plan_view import memory_record
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan
@@ -238,7 +238,7 @@ def test_a_passing_smoke_records_its_steps_in_its_own_folder_and_nothing_in_the_
 SMOKE = """
 import dataclasses, os, sys
 from pathlib import Path
-from rlvr_scaling.execution.engine_smoke import run_smoke
+from rlvr_scaling.execution.preflight.engine_smoke import run_smoke
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan
 

@@ -312,7 +312,7 @@ def test_nodes_down_the_job_waits_with_a_reason_and_the_workflow_does_not_hang(
 PLANTED_FABRIC = """
 import dataclasses, json, os, sys
 from pathlib import Path
-from rlvr_scaling.execution.preflight import two_node_checks
+from rlvr_scaling.execution.preflight.checks import two_node_checks
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.sections import Fabric
 

@@ -319,8 +319,8 @@ def preflight_line(study: Study, plan: list[PlannedRun], root: Path, cost_of: Co
     """What the preflight job costs before any run: its nodes and time limit, and its engine smoke
     (which run, why, and its estimated node-hours beside the study's; `cost_of` as plan_table's)."""
     from rlvr_scaling.analysis.across_runs.selection_io import read_selections
-    from rlvr_scaling.execution.engine_smoke import smoke_run
-    from rlvr_scaling.execution.preflight import preflight_nodes, runs_to_check, smoke_minutes_at_least
+    from rlvr_scaling.execution.preflight.checks import preflight_nodes, runs_to_check, smoke_minutes_at_least
+    from rlvr_scaling.execution.preflight.engine_smoke import smoke_run
 
     nodes = preflight_nodes(study, plan)
     slurm = study.site.slurm

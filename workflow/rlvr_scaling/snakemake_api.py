@@ -17,7 +17,7 @@ from rlvr_scaling.analysis.across_runs.sweep_order import SEQUENTIAL
 from rlvr_scaling.analysis.cost.budget import check_budget
 from rlvr_scaling.analysis.cost.run_estimates import RunEstimates
 from rlvr_scaling.errors import StudyError
-from rlvr_scaling.execution.preflight import preflight_nodes
+from rlvr_scaling.execution.preflight.checks import preflight_nodes
 from rlvr_scaling.execution.storage import link_results
 from rlvr_scaling.fsutil import write_text_atomically
 from rlvr_scaling.inputs.container import image_path, recipe_path, record_path

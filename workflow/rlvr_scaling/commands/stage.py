@@ -183,7 +183,7 @@ def cmd_resolve_check(args: argparse.Namespace) -> int:
 
 def cmd_preflight(args: argparse.Namespace) -> int:
     from rlvr_scaling.analysis.across_runs.selection_io import read_selections
-    from rlvr_scaling.execution.preflight import run_preflight
+    from rlvr_scaling.execution.preflight.checks import run_preflight
 
     study = load_study_of(args)
     root = Path(args.root)

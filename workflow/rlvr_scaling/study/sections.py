@@ -298,7 +298,8 @@ class Estimate(Section):
 
 @dataclass(frozen=True)
 class Preflight(Section):
-    engine_smoke_steps: int = 2  # steps of the engine smoke (execution/engine_smoke.py) before any run; 0: none
+    # Steps of the engine smoke (execution/preflight/engine_smoke.py) before any run; 0: none.
+    engine_smoke_steps: int = 2
 
 
 @dataclass(frozen=True)

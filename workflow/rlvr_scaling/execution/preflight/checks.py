@@ -5,11 +5,11 @@ records in results/preflight/<site>.json: the image's digest and labels, the ver
 verl, torch, vLLM and Megatron inside it, every module the configured engines import, the GPUs visible,
 the run environment as the processes see it (expanded), every planned run's verl arguments composed and
 checked by verl's own config validation inside the image, the dataset and model manifests (and the
-reward's self-check of datasets whose data stage had no verl: preflight_rewards), the Slurm
+reward's self-check of datasets whose data stage had no verl: rewards), the Slurm
 account and partition that accepted the job, and, for a study with multi-node runs, a two-node Ray
 cluster started in the image and joined by the real probe, and across its two nodes an all-reduce
 on a new process group with the runs' library: its transport, bus bandwidth and time
-(preflight_collective). Every problem found is listed; any problem
+(collective). Every problem found is listed; any problem
 stops the workflow before a run is submitted.
 """
 
@@ -27,10 +27,10 @@ from typing import Any
 
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
-from rlvr_scaling.execution.engine_smoke import run_smoke
-from rlvr_scaling.execution.preflight_collective import run_collective
-from rlvr_scaling.execution.preflight_probe import MARK
-from rlvr_scaling.execution.preflight_rewards import reward_problems, reward_requests
+from rlvr_scaling.execution.preflight.collective import run_collective
+from rlvr_scaling.execution.preflight.engine_smoke import run_smoke
+from rlvr_scaling.execution.preflight.probe import MARK
+from rlvr_scaling.execution.preflight.rewards import reward_problems, reward_requests
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes, new_token
 from rlvr_scaling.execution.run_environment import (
     environment_templates,
@@ -45,7 +45,7 @@ from rlvr_scaling.inputs.container_build import base_changed_since_build
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import PlannedRun, Run, build_plan, known_runs
 
-PROBE = Path(__file__).with_name("preflight_probe.py")
+PROBE = Path(__file__).with_name("probe.py")
 # The job's time limit: the checks in the image may take half of it; 5% of it and a minute are kept
 # to file the record; the engine smoke has what is left.
 PROBE_SHARE, RECORD_SHARE, RECORD_SECONDS = 0.5, 0.05, 60.0
