@@ -95,3 +95,25 @@ def test_a_bad_reference_stops_the_study_before_anything_runs_naming_the_key(tmp
     (tmp_path / "twice.yaml").write_text(text.replace("id: dapo-weak-efficiency-16", "id: gsm8k-weak-efficiency-16"))
     with pytest.raises(ConfigError, match=r"key 'numbers\[1\].id' has value 'gsm8k-weak-efficiency-16'"):
         load_reference("twice")
+
+
+def test_the_reports_and_the_bundles_citation_name_the_post_itself_and_what_is_not_on_record() -> None:
+    from rlvr_scaling.analysis.verdict.reproduction import reproduction_findings
+    from rlvr_scaling.publish.bundle_readme import published_study
+
+    reference = load_reference("lumi-rlvr-blog")
+    head = reproduction_findings([], reference)[0]
+    assert head.startswith(
+        'Against "Scaling reinforcement learning with verifiable rewards for LLMs on LUMI", LUMI '
+        "(lumi-supercomputer.eu), LUMI technical blog posts, date not on record, address not on record "
+        "(lumi-rlvr-blog): "
+    )
+    assert "shared/seed" not in head
+    entry = published_study(reference)
+    assert entry["type"] == "blog" and entry["authors"] == [{"name": "LUMI (lumi-supercomputer.eu)"}]
+    assert "url" not in entry and entry["notes"].endswith("its date and address not on record.")
+    # Once known, the date and the address are cited and the note goes.
+    known = {**reference, "citation": {**reference["citation"], "published": "2026-03-02", "url": "https://x.eu/p/"}}
+    entry = published_study(known)
+    assert (entry["date-published"], entry["url"], "notes" in entry) == ("2026-03-02", "https://x.eu/p/", False)
+    assert "2026-03-02, https://x.eu/p/ (lumi-rlvr-blog)" in reproduction_findings([], known)[0]

@@ -108,7 +108,8 @@ def write_bundle(
     title = study.config.study.title or study.name
     members["README.md"] = readme_text(title, name, study.site_name, date, commit, results).encode()
     verl = ", ".join(provenance["runs_measured_with"]["verl"]) or None
-    members["CITATION.cff"] = citation_text(study.config, study.site_name, date, name, commit, verl).encode()
+    cited = citation_text(study.config, study.site_name, date, name, commit, verl, reference)
+    members["CITATION.cff"] = cited.encode()
     members["ro-crate-metadata.json"] = crate_metadata(
         sorted(members),
         title,

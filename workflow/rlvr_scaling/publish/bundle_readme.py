@@ -88,7 +88,34 @@ def _author(entry: dict[str, str]) -> dict[str, str]:
     return {key: entry[key] for key in ("name", "affiliation", "orcid") if key in entry}
 
 
-def citation_text(config: Any, site: str, date: str, name: str, commit: str | None, verl: str | None) -> str:
+def published_study(reference: dict[str, Any]) -> dict[str, Any]:
+    """The published study the measurements reproduce, as a CFF reference: its publisher as author
+    (the post names no person in the text on record), and its date and address where known."""
+    citation = reference["citation"]
+    entry: dict[str, Any] = {"type": "blog", "title": reference["title"], "authors": [{"name": citation["publisher"]}]}
+    if citation.get("series"):
+        entry["collection-title"] = citation["series"]
+    if citation["published"]:
+        entry["date-published"] = citation["published"]
+    if citation["url"]:
+        entry["url"] = citation["url"]
+    missing = [what for what, key in (("date", "published"), ("address", "url")) if not citation[key]]
+    if missing:
+        entry["notes"] = f"The published study these measurements reproduce; its {' and '.join(missing)} not on record."
+    return entry
+
+
+def citation_text(
+    config: Any,
+    site: str,
+    date: str,
+    name: str,
+    commit: str | None,
+    verl: str | None,
+    reference: dict[str, Any] | None = None,
+) -> str:
+    """CITATION.cff: the measurements, with the software and `reference` (the published study they
+    reproduce, if any) among its references."""
     study = config.study
     authors = [_author(a) for a in study.authors] or [{"name": f"The authors of study {study.name}"}]
     software = {
@@ -118,6 +145,7 @@ def citation_text(config: Any, site: str, date: str, name: str, commit: str | No
                 "authors": [{"name": "verl contributors"}],
                 "repository-code": "https://github.com/volcengine/verl",
             },
+            *([published_study(reference)] if reference else []),
         ],
     }
     return yaml.safe_dump(citation, sort_keys=False, allow_unicode=True, width=100)

@@ -32,6 +32,16 @@ def check_reference(document: Any, source: str) -> dict[str, Any]:
     return document
 
 
+def citation_text(reference: dict[str, Any]) -> str:
+    """The published study as the reports cite it: title, publisher (and series), date and address,
+    each missing one said to be so rather than left out."""
+    citation = reference["citation"]
+    publisher = citation["publisher"] + (f", {citation['series']}" if citation.get("series") else "")
+    published = citation["published"] or "date not on record"
+    where = citation["url"] or "address not on record"
+    return f'"{reference["title"]}", {publisher}, {published}, {where}'
+
+
 def load_reference(name: str) -> dict[str, Any]:
     """`study.reference`'s file, checked; a ConfigError naming the key otherwise."""
     path = reference_path(name)

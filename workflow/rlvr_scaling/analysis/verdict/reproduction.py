@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 from rlvr_scaling.analysis.per_run.disturbance import is_disturbed
 from rlvr_scaling.analysis.per_run.results_io import StudyResults
 from rlvr_scaling.analysis.shown.tables import ALL_PHASES, extra_time_rows, strong_rows, weak_rows
+from rlvr_scaling.study.reference import citation_text
 from rlvr_scaling.study.sections import StudyConfig
 
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED, NOT_COMPARABLE = (
@@ -294,7 +295,7 @@ def reproduction_findings(rows: list[dict[str, Any]], reference: dict[str, Any] 
         v: sum(r["verdict"] == v for r in rows) for v in (REPRODUCED, NOT_REPRODUCED, NOT_MEASURED, NOT_COMPARABLE)
     }
     head = (
-        f"Against {reference['title']} ({reference['name']}; {reference['source']}): "
+        f"Against {citation_text(reference)} ({reference['name']}): "
         + ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n)
         + f" of {len(rows)} published numbers and relations."
     )
