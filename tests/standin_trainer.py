@@ -69,7 +69,8 @@ def join_collective() -> None:
     before = fabric.tcp_connections()
     connection = socket.create_connection(("127.0.0.1", int(peer)), timeout=30)
     gloo = fabric.gloo_transport(before, fabric.tcp_connections())
-    hooks.record({"event": "collectives", "node": fabric.node_name(), "backend": "gloo (stand-in)", "gloo": gloo})
+    event = {"event": "collectives", "node": fabric.node_name(), "backend": "gloo (stand-in)", "gloo": gloo}
+    hooks.record({**event, "slingshot": fabric.slingshot_credentials()})
     _kept.append(connection)
 
 

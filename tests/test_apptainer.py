@@ -21,7 +21,7 @@ from rlvr_scaling.study.config import load_study
 from .conftest import REPO, SLURM_TEST_ACCOUNT
 from .test_local_study import check_run_directory
 from .test_slurm import jobs_since, our_jobs_gone, slurm_now
-from .workflow_helpers import SLURM_SNAKEMAKE, assert_no_run_processes, token_processes
+from .workflow_helpers import SLURM_SNAKEMAKE, assert_no_run_processes, assert_one_step_vni, token_processes
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm-cluster")]
 PROFILES = ("--profile", "lumi", "--profile", "tests/slurm/profile", "--profile", "tests/apptainer/profile")
@@ -161,6 +161,9 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     transports = {node: entry["transport"] for node, entry in job["fabric"]["nodes"].items()}
     assert transports == dict.fromkeys(job["node_list"], "tcp"), job["fabric"]
     assert job["fabric"]["valid_for_scaling"] is True, job["fabric"]
+    # The step's Slingshot variables (the test cluster's TaskProlog stands in for Slurm's hpe_slingshot
+    # plugin) crossed the image's clean environment into verl's ranks on both nodes: one step's VNI.
+    assert_one_step_vni(job["fabric"]["nodes"], job["slurm_job_id"])
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
     # Two Ray clusters of two nodes each, told apart by their run tokens: the preflight's two-node

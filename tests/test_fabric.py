@@ -74,10 +74,19 @@ def test_a_multi_node_run_over_another_transport_is_invalid_in_one_line_naming_b
     assert fabric.judge("ofi-cxi", {"nid005001": "socket"}, nodes=1)[0] is True
 
 
-def _plant(record_dir: Path, node: str, host: str, pid: int, lines: list[str]) -> None:
+# What the engine hooks record of a rank's Slingshot variables on LUMI, as Slurm's hpe_slingshot plugin
+# sets them for a step's tasks (one VNI, a CXI service per NIC, the node's four NICs, traffic classes).
+STEP_CREDENTIALS = {"vnis": "1254", "svc_ids": "7,8,9,10", "devices": "cxi0,cxi1,cxi2,cxi3", "tcs": "0xa"}
+
+
+def _plant(
+    record_dir: Path, node: str, host: str, pid: int, lines: list[str], slingshot: dict | None = STEP_CREDENTIALS
+) -> None:
     record_dir.mkdir(parents=True, exist_ok=True)
     (record_dir / f"nccl-{host}-{pid}.log").write_text("\n".join(lines) + "\n")
     event = {"event": "collectives", "host": host, "pid": pid, "node": node, "backend": "cpu:gloo,cuda:nccl"}
+    if slingshot is not None:
+        event["slingshot"] = slingshot
     with (record_dir / f"{host}-{pid}.jsonl").open("a") as handle:
         handle.write(json.dumps(event) + "\n")
 
@@ -101,8 +110,54 @@ def test_job_json_names_each_nodes_transport_from_its_processes_files(tmp_path: 
     # A node of the job whose processes wrote nothing is on the record as such.
     shutil.rmtree(tmp_path)
     record = _planted_record(tmp_path, {("nid005001", 11): CXI})
-    assert record["nodes"]["nid005002"] == {"transport": None, "processes": 0, "evidence": None}
+    assert record["nodes"]["nid005002"] == {"transport": None, "processes": 0, "evidence": None, "slingshot": None}
     assert record["valid_for_scaling"] is False
+
+
+def test_job_json_records_each_nodes_slingshot_credentials_and_a_node_without_a_vni_is_invalid(
+    tmp_path: Path,
+) -> None:
+    record = _planted_record(tmp_path, {("nid005001", 11): CXI, ("nid005001", 12): CXI, ("nid005002", 21): CXI})
+    assert record["valid_for_scaling"] is True, record["detail"]
+    assert record["nodes"]["nid005002"]["slingshot"] == {
+        "ranks": 1,
+        "ranks_without_vni": 0,
+        "vnis": ["1254"],
+        "svc_ids": ["7,8,9,10"],
+        "devices": ["cxi0,cxi1,cxi2,cxi3"],
+        "tcs": ["0xa"],
+    }
+    # One rank of nid005001 started without the step's variables (as inside an image that drops them):
+    # the run went over cxi all the same, but not provably on the step's VNI.
+    shutil.rmtree(tmp_path)
+    for pid, credentials in ((11, STEP_CREDENTIALS), (12, {})):
+        _plant(tmp_path, "nid005001", "nid005001", pid, CXI, slingshot=credentials)
+    _plant(tmp_path, "nid005002", "nid005002", 21, CXI)
+    record = transport_record(load_study(site="lumi"), 2, tmp_path, ["nid005001", "nid005002"])
+    assert record["nodes"]["nid005001"]["slingshot"]["ranks_without_vni"] == 1
+    assert record["valid_for_scaling"] is False
+    assert record["detail"] == (
+        "no Slingshot VNI recorded on nid005001 (SLINGSHOT_VNIS not in its ranks' environment: libfabric's "
+        "cxi provider then takes any CXI service of the user's, not the step's): not a measurement of the "
+        "site's scaling"
+    )
+    # Beside a wrong transport, both are said in the one line.
+    shutil.rmtree(tmp_path)
+    _plant(tmp_path, "nid005001", "nid005001", 11, CXI, slingshot={})
+    _plant(tmp_path, "nid005002", "nid005002", 21, SOCKET_FALLBACK)
+    detail = transport_record(load_study(site="lumi"), 2, tmp_path, ["nid005001", "nid005002"])["detail"]
+    assert "socket on nid005002" in detail and "no Slingshot VNI recorded on nid005001" in detail
+    assert "\n" not in detail
+    # Only a multi-node run on a Slingshot site is judged on them: within a node, and over TCP, none apply.
+    assert fabric.judge_credentials("ofi-cxi", {"nid005001": []}, nodes=1) == (True, "")
+    assert fabric.judge_credentials("tcp", {"n1": [], "n2": []}, nodes=2) == (True, "")
+
+
+def test_the_image_receives_the_steps_slingshot_variables() -> None:
+    from rlvr_scaling.inputs.container import passed_variables
+
+    names = passed_variables(load_study(site="lumi"))[1]
+    assert {"SLINGSHOT_VNIS", "SLINGSHOT_SVC_IDS", "SLINGSHOT_DEVICES", "SLINGSHOT_TCS"} <= set(names)
 
 
 def test_a_node_with_processes_on_two_transports_is_not_taken_for_the_fabric(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from .workflow_helpers import (
     SLURM_SNAKEMAKE,
     STANDIN,
     assert_no_run_processes,
+    assert_one_step_vni,
     slurm_jobs_from,
     snakemake,
     token_processes,
@@ -119,6 +120,10 @@ def test_local_study_through_slurm_with_a_two_node_ray_cluster(slurm_workdir: Pa
     assert collective["finished"] and collective["sums_right"] and collective["bus_bandwidth_gb_per_s"] >= 0.01
     crossed = {node: entry["transport"] for node, entry in collective["transport"]["nodes"].items()}
     assert crossed == dict.fromkeys(collective["nodes"], "tcp") and len(crossed) == 2, collective
+    # The step's Slingshot variables (planted by the test cluster's TaskProlog where Slurm's hpe_slingshot
+    # plugin sets them on LUMI) reached every rank of both nodes, one step's VNI on both.
+    preflight_job = json.loads((slurm_workdir / "results" / "preflight" / "ci-slurm.json").read_text())["slurm"]["id"]
+    assert_one_step_vni(collective["transport"]["nodes"], preflight_job)
     # Both nodes registered with Ray on the site's interface (launch.node_interface), not on the
     # address Ray picks by itself.
     interface = load_study(site="ci-slurm").site.launch.node_interface

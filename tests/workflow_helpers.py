@@ -112,3 +112,25 @@ def slurm_jobs_from(workdir: Path, *squeue_args: str) -> list[dict[str, str]]:
         if Path(os.path.realpath(job_dir)).is_relative_to(os.path.realpath(workdir)):
             jobs.append({"id": job_id, "state": state, "reason": reason})
     return jobs
+
+
+def stand_in_vni(job_id: int, step_id: int) -> int:
+    """The VNI the test cluster's TaskProlog gives a job step's tasks (tests/slurm/cluster.sh), where
+    Slurm's hpe_slingshot plugin would give the step's own."""
+    return 1024 + (job_id % 4000) * 16 + step_id % 16
+
+
+def assert_one_step_vni(nodes: dict[str, dict], job_id: str) -> None:
+    """Every rank on every node of `nodes` (a fabric record's) saw the same Slingshot VNI, and it is one
+    of the job's numbered steps' (sacct), not the batch script's: the step's credentials reached the
+    ranks, and the ranks of all nodes were of one step."""
+    steps = subprocess.run(
+        ["sacct", "-n", "-P", "-j", job_id, "-o", "JobID"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    numbered = [int(step.rsplit(".", 1)[1]) for step in steps if step.rsplit(".", 1)[-1].isdigit() and "." in step]
+    expected = {str(stand_in_vni(int(job_id), step)) for step in numbered}
+    seen = {node: entry["slingshot"] for node, entry in nodes.items()}
+    assert all(entry and entry["ranks"] > 0 and entry["ranks_without_vni"] == 0 for entry in seen.values()), seen
+    vnis = {tuple(entry["vnis"]) for entry in seen.values()}
+    assert len(vnis) == 1 and len(next(iter(vnis))) == 1, seen
+    assert next(iter(vnis))[0] in expected, (seen, expected, steps)

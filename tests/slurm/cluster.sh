@@ -66,7 +66,21 @@ AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=16819
 AccountingStorageEnforce=associations
+TaskProlog=$STATE/task-prolog.sh
 CONF
+  # Stands in for Slurm's hpe_slingshot switch plugin, which puts the step's Slingshot credentials into
+  # each task's environment (switch_p_job_attach): here one VNI per job step, from the job's and the
+  # step's ids (tests/workflow_helpers.py: stand_in_vni reads it back). The lines a TaskProlog prints
+  # as "export NAME=value" enter the task's environment.
+  cat > "$STATE/task-prolog.sh" <<'PROLOG'
+#!/bin/sh
+vni=$((1024 + (SLURM_JOB_ID % 4000) * 16 + ${SLURM_STEP_ID:-0} % 16))
+echo "export SLINGSHOT_VNIS=$vni"
+echo "export SLINGSHOT_SVC_IDS=$((vni % 1000))"
+echo "export SLINGSHOT_DEVICES=cxi0"
+echo "export SLINGSHOT_TCS=0xa"
+PROLOG
+  chmod 755 "$STATE/task-prolog.sh"
   for n in $(seq 1 $NODES); do
     echo "NodeName=n$n NodeAddr=127.0.0.1 Port=$((17000 + n)) CPUs=$CPUS RealMemory=$MEMORY_MB Gres=gpu:$GPUS State=UNKNOWN" \
       >> /etc/slurm/slurm.conf

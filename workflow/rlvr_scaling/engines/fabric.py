@@ -27,6 +27,17 @@ NODE_RESOURCE = "rlvr_node_{}"
 NODE_VAR = "RLVR_NODE_NAME"  # set by each node's start (Ray's processes inherit it); else the host name
 NCCL_DEBUG_NAMES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 NCCL_FILE_PREFIX = "nccl-"
+# The step's Slingshot credentials, which Slurm's hpe_slingshot switch plugin puts into each task's
+# environment (switch_p_job_attach): the VNIs the step may use, its CXI services, devices and traffic
+# classes. libfabric's cxi provider takes the step's VNI from them; without them (libfabric 2.1,
+# cxip_nic_get_best_rgroup_vni) it falls back to any CXI service whose UID matches, which is the
+# step's only while the user holds one service on the node. Keys: the record's names for them.
+SLINGSHOT_VARS = {
+    "vnis": "SLINGSHOT_VNIS",
+    "svc_ids": "SLINGSHOT_SVC_IDS",
+    "devices": "SLINGSHOT_DEVICES",
+    "tcs": "SLINGSHOT_TCS",
+}
 
 
 def nccl_debug_environment(record_dir: str) -> dict[str, str]:
@@ -52,6 +63,11 @@ TRANSPORT_LINES = ((re.compile(r"NET/IB ?: Using"), "ib"), (re.compile(r"NET/Soc
 
 def node_name() -> str:
     return os.environ.get(NODE_VAR) or socket.gethostname()
+
+
+def slingshot_credentials() -> dict[str, str]:
+    """The Slingshot variables this process has, by the record's names (empty off Slingshot)."""
+    return {key: os.environ[name] for key, name in SLINGSHOT_VARS.items() if name in os.environ}
 
 
 def nccl_transport(lines: Iterable[str]) -> tuple[str | None, str | None]:
@@ -145,3 +161,22 @@ def judge(expected: str, transports: dict[str, str | None], nodes: int) -> tuple
         verdict = "not a measurement of the site's scaling"
         return False, f"{'; '.join(found)}; the site expects {expected} (fabric.transport): {verdict}"
     return True, f"{expected} on every node: {seen}"
+
+
+CXI_TRANSPORT = "ofi-cxi"
+
+
+def judge_credentials(expected: str, vnis: dict[str, list[str]], nodes: int) -> tuple[bool, str]:
+    """On a Slingshot site (transport ofi-cxi), whether every node's ranks saw the step's VNI (`vnis`:
+    node -> the VNIs its ranks recorded, an empty list where a rank had none). A multi-node run whose
+    ranks had none took whichever CXI service libfabric found: not a run of the step's fabric."""
+    if expected != CXI_TRANSPORT or nodes <= 1:
+        return True, ""
+    missing = ", ".join(node for node, seen in sorted(vnis.items()) if not seen)
+    if not missing:
+        return True, ""
+    return False, (
+        f"no Slingshot VNI recorded on {missing} ({SLINGSHOT_VARS['vnis']} not in its ranks' environment: "
+        "libfabric's cxi provider then takes any CXI service of the user's, not the step's): "
+        "not a measurement of the site's scaling"
+    )

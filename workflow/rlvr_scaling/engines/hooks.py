@@ -170,6 +170,7 @@ def _record_collectives(init: Callable[..., Any]) -> Callable[..., Any]:
             backend = str(dist.get_backend())
             event: dict[str, Any] = {"event": "collectives", "node": fabric.node_name(), "backend": backend}
             event.update(rank=dist.get_rank(), world_size=dist.get_world_size())
+            event["slingshot"] = fabric.slingshot_credentials()
             if "gloo" in backend:
                 event["gloo"] = fabric.gloo_transport(before, fabric.tcp_connections())
             record(event)

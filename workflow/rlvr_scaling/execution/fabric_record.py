@@ -52,6 +52,23 @@ def _gloo_by_node(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def _slingshot_by_node(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per node, the Slingshot credentials its ranks saw: each variable's distinct values, and how
+    many ranks had no VNI. Records from before the hooks noted them have no `slingshot`: left out."""
+    found: dict[str, dict[str, Any]] = {}
+    for event in events:
+        seen = event.get("slingshot")
+        if not isinstance(seen, dict):
+            continue
+        entry = found.setdefault(str(event.get("node")), {"ranks": 0, "ranks_without_vni": 0})
+        entry["ranks"] += 1
+        entry["ranks_without_vni"] += "vnis" not in seen
+        for key in fabric.SLINGSHOT_VARS:
+            if key in seen:
+                entry[key] = sorted({*entry.get(key, []), str(seen[key])})
+    return found
+
+
 def transport_record(study: Study, nodes: int, record_dir: Path, node_list: list[str] | None = None) -> dict[str, Any]:
     """job.json's `fabric`: the site's expectation, each node's transport with the line that shows it,
     and whether the run counts as a measurement of the site's scaling. `node_list`: the job's nodes
@@ -68,7 +85,19 @@ def transport_record(study: Study, nodes: int, record_dir: Path, node_list: list
         # Two transports on one node (a process over sockets beside others over the fabric) is named.
         transport = transports[0] if len(transports) == 1 else ("+".join(transports) or None)
         per_node[node] = {"transport": transport, "processes": entry["processes"], "evidence": entry["evidence"]}
+    slingshot = _slingshot_by_node(events)
+    for node, entry in per_node.items():
+        entry["slingshot"] = slingshot.get(node)
     valid, detail = fabric.judge(expected.transport, {n: r["transport"] for n, r in per_node.items()}, nodes)
+    # A rank without the VNI counts as a node without one: its traffic took another service.
+    vnis = {
+        node: [] if not entry["slingshot"] or entry["slingshot"]["ranks_without_vni"] else entry["slingshot"]["vnis"]
+        for node, entry in per_node.items()
+    }
+    credentials_valid, credentials_detail = fabric.judge_credentials(expected.transport, vnis, nodes)
+    if not credentials_valid:
+        detail = credentials_detail if valid else f"{detail}; {credentials_detail}"
+        valid = False
     return {
         "expected": {"library": expected.library, "transport": expected.transport},
         "nodes": per_node,

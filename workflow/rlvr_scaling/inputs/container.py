@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from rlvr_scaling import paths
-from rlvr_scaling.engines.fabric import NCCL_DEBUG_NAMES
+from rlvr_scaling.engines.fabric import NCCL_DEBUG_NAMES, SLINGSHOT_VARS
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.identity import digest
@@ -129,12 +129,15 @@ def record_path(study: Study, root: Path) -> Path:
 # site's environment and container.pass_environment.
 PASSED_PREFIXES = ("RLVR_", "RAY_", "SLURM_", "VERL_")
 # SLURMD_NODENAME: which node a task of the step that starts every node's Ray runs on (ray_cluster).
+# SLINGSHOT_*: the step's Slingshot credentials (engines.fabric.SLINGSHOT_VARS), for libfabric's cxi
+# provider inside the image; the engine hooks record what each rank saw.
 PASSED_NAMES = (
     "CUDA_VISIBLE_DEVICES",
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
     "GPU_DEVICE_ORDINAL",
     "SLURMD_NODENAME",
+    *SLINGSHOT_VARS.values(),
 )
 
 
