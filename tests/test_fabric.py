@@ -250,7 +250,7 @@ def _collective(transport: str, bandwidth: float | None, finished: bool = True) 
     return {
         "nodes": ["nid005001", "nid005002"],
         "finished": finished,
-        "stage": "the process group's initialisation, the new group and its all-reduces",
+        "stage": "the ranks' collectives",
         "log_dir": "/scratch/x/results/preflight/collective",
         "sums_right": True,
         "bus_bandwidth_gb_per_s": bandwidth,
@@ -264,24 +264,73 @@ def _collective(transport: str, bandwidth: float | None, finished: bool = True) 
 def test_the_preflight_collective_fails_in_one_line_for_each_reason() -> None:
     lumi = load_study(site="lumi")
     assert judge(lumi, _collective("ofi-cxi", 88.0)) == []
-    # Exactly at the floor passes; just under does not.
-    assert judge(lumi, _collective("ofi-cxi", 20.0)) == []
-    [under] = judge(lumi, _collective("ofi-cxi", 19.99))
+    # LUMI's floor is half the 100 GB/s its four 200 Gb/s NICs give: exactly 50 passes, just under
+    # does not, and one NIC's 25 GB/s (or a host-staged path) fails naming both figures and the source.
+    assert lumi.site.fabric.floor_gb_per_s == 0.5 * 4 * 200 / 8 == 50
+    assert judge(lumi, _collective("ofi-cxi", 50.0)) == []
+    [under] = judge(lumi, _collective("ofi-cxi", 49.99))
     assert under == (
-        "the all-reduce's bus bandwidth across nodes nid005001, nid005002 is 19.99 GB/s, under the site's floor "
-        "of 20 GB/s (fabric.bandwidth_floor_gb_per_s)"
+        "the all-reduce's bus bandwidth across nodes nid005001, nid005002 is 49.99 GB/s, under the site's floor "
+        "of 50 GB/s (0.5 x the 100 GB/s the site expects: fabric.bandwidth_floor_share, "
+        "fabric.expected_bus_bandwidth_gb_per_s; LUMI docs, 'LUMI-G hardware' / 'Network and interconnect': "
+        "4 HPE Slingshot-11 NICs of 200 Gb/s per node)"
+    )
+    assert judge(lumi, _collective("ofi-cxi", 25.0))[0].startswith(
+        "the all-reduce's bus bandwidth across nodes nid005001, nid005002 is 25 GB/s, under"
     )
     [wrong] = judge(lumi, _collective("socket", 88.0))
     assert wrong == (
         "the all-reduce across nodes nid005001, nid005002: collectives over socket on nid005002; the site "
         "expects ofi-cxi (fabric.transport): not a measurement of the site's scaling"
     )
-    [hung] = judge(lumi, _collective("ofi-cxi", None, finished=False))
-    assert hung.startswith(
-        "the all-reduce across nodes nid005001, nid005002 on a new process group did not finish within 900 s "
-        "(fabric.collective_timeout_seconds): stopped in the process group's initialisation"
+    # A hang: the line names the stage the ranks behind stopped at, from what each rank noted last.
+    hung_record = {
+        **_collective("ofi-cxi", None, finished=False),
+        "ranks": 16,
+        "ranks_at": {
+            **{rank: (6, "the first all-reduce on new process group 3 of 8") for rank in range(15)},
+            15: (5, "new process group 3 of 8"),
+        },
+    }
+    [hung] = judge(lumi, hung_record)
+    assert hung == (
+        "the all-reduce across nodes nid005001, nid005002 on 8 new process group(s) did not finish within 900 s "
+        "(fabric.collective_timeout_seconds): rank(s) 15 stopped at new process group 3 of 8 (the other 15 "
+        "rank(s) past it, waiting on them); the ranks' logs are in /scratch/x/results/preflight/collective"
     )
-    assert all("\n" not in line for line in (under, wrong, hung))
+    # ... and says so when no rank got as far as noting a stage (the ranks never started).
+    [early] = judge(lumi, _collective("ofi-cxi", None, finished=False))
+    assert "stopped in the ranks' collectives, before any rank noted a stage" in early
+    assert all("\n" not in line for line in (under, wrong, hung, early))
+
+
+def test_the_bandwidth_floor_is_set_one_way_and_an_expected_figure_names_its_source() -> None:
+    import dataclasses
+
+    from rlvr_scaling.errors import ConfigError
+    from rlvr_scaling.study.validate import check_semantics
+
+    study = load_study(site="lumi")
+    fabric_section = study.site.fabric
+    cases = [
+        (
+            {"expected_bus_bandwidth_gb_per_s": None},
+            "'fabric.bandwidth_floor_share'",
+            "a share of fabric.expected_bus_bandwidth_gb_per_s, which the site does not set",
+        ),
+        ({"bandwidth_floor_gb_per_s": 20.0}, "'fabric.bandwidth_floor_gb_per_s'", "the floor is set one way"),
+        ({"expected_source": ""}, "'fabric.expected_source'", "where fabric.expected_bus_bandwidth_gb_per_s comes"),
+    ]
+    for change, key, expected in cases:
+        site = dataclasses.replace(study.site, fabric=dataclasses.replace(fabric_section, **change))
+        with pytest.raises(ConfigError) as caught:
+            check_semantics(study.config, site)
+        assert key in str(caught.value) and expected in str(caught.value), str(caught.value)
+    # An absolute floor alone is a floor of its own.
+    absolute = dataclasses.replace(
+        fabric_section, expected_bus_bandwidth_gb_per_s=None, bandwidth_floor_share=None, bandwidth_floor_gb_per_s=20.0
+    )
+    assert absolute.floor_gb_per_s == 20.0 and absolute.floor_text() == "20 GB/s (fabric.bandwidth_floor_gb_per_s)"
 
 
 def test_a_nccl_site_that_sets_nccl_debug_itself_is_refused_naming_the_key() -> None:

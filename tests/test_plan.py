@@ -314,3 +314,15 @@ def test_plan_prints_the_smokes_run_and_node_hours_beside_the_studys(tmp_path: P
     assert "raise slurm.preflight_minutes" not in line
     shorter = edited(study, site={"slurm": {"preflight_minutes": 40}})
     assert "raise slurm.preflight_minutes" in preflight_line(shorter, plan, tmp_path)
+    # The collective on four nodes, as the hang's reproducer ran: the job asks for four, and its cost
+    # in the line is four nodes' at the same time limit.
+    four = edited(study, site={"fabric": {"collective_nodes": 4}})
+    line = preflight_line(four, build_plan(four, root=tmp_path), tmp_path)
+    assert (
+        f"Preflight, before any run: 4 node(s), up to 70 min on small-g (at most {4 * 70 / 60:.2f} node-hours)" in line
+    )
+    from rlvr_scaling.plan_view import fabric_line
+
+    across = fabric_line(four, build_plan(four, root=tmp_path)) or ""
+    assert "collective across 4 nodes (8 new process groups in a row" in across
+    assert "20 timed all-reduces of 1000 MB" in across and "at least 50 GB/s (0.5 x the 100 GB/s" in across

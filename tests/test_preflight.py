@@ -266,3 +266,38 @@ def test_a_preflight_killed_during_its_smoke_leaves_no_process_of_it(tmp_path: P
         os.killpg(preflight.pid, signal.SIGKILL)
         preflight.wait()
     assert_no_run_processes(grace_s=30)
+
+
+@pytest.mark.heavy
+def test_a_hang_in_the_collective_ends_within_its_limit_in_one_line_naming_the_stage(tmp_path: Path) -> None:
+    """The probe's time limit firing on a real hang: the real probe on its own Ray (the local site's two
+    groups of workers), one rank planted to never join the third new group's first all-reduce. On a
+    Slurm site the same probe is a driver of the runs' Ray cluster (tests/test_slurm.py)."""
+    from rlvr_scaling.engines.collective_probe import PLANT_HANG_VAR
+    from rlvr_scaling.execution.preflight.collective import run_collective
+    from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes, new_token
+
+    study = load_study()
+    limit = 20.0
+    fabric = dataclasses.replace(
+        study.site.fabric, collective_timeout_seconds=limit, collective_megabytes=1, collective_iterations=2
+    )
+    study = dataclasses.replace(study, site=dataclasses.replace(study.site, fabric=fabric))
+    (tmp_path / "results").mkdir()
+    token = new_token()
+    env = {**os.environ, TOKEN_VAR: token, PLANT_HANG_VAR: "1:3"}
+    try:
+        record, problems = run_collective(
+            study, tmp_path, env, tmp_path / "collective", ["group-0", "group-1"], local_groups=True
+        )
+    finally:
+        end_processes(token)
+    assert record["finished"] is False
+    # Both ranks noted the third group's first all-reduce: rank 1 never entered it, rank 0 waits in it.
+    assert problems == [
+        "the all-reduce across nodes group-0, group-1 on 8 new process group(s) did not finish within 20 s "
+        "(fabric.collective_timeout_seconds): rank(s) 0, 1 stopped at the first all-reduce on new process group "
+        f"3 of 8; the ranks' logs are in {tmp_path / 'collective'}"
+    ]
+    # Stopped by its limit, not sooner and not much later (Ray's own stop is outside the figure).
+    assert limit <= record["seconds_total"] < limit + 10, record

@@ -279,9 +279,11 @@ def fabric_line(study: Study, plan: list[PlannedRun]) -> str | None:
     how = "every node's Ray in one job step" if study.site.launch.kind == "ray-srun" else "one host"
     return (
         f"Collectives across nodes: {fabric.library} over {fabric.transport} ({how}); each run records its "
-        f"transport per node, a run over another is invalid for scaling. The preflight's all-reduce of "
-        f"{fabric.collective_megabytes:g} MB across two nodes must show {fabric.transport} and at least "
-        f"{fabric.bandwidth_floor_gb_per_s:g} GB/s of bus bandwidth within {fabric.collective_timeout_seconds:g} s."
+        f"transport per node, a run over another is invalid for scaling. The preflight's collective across "
+        f"{fabric.collective_nodes} nodes ({fabric.collective_new_groups} new process groups in a row, each with "
+        f"its first all-reduce, then {fabric.collective_iterations} timed all-reduces of "
+        f"{fabric.collective_megabytes:g} MB) must show {fabric.transport} and a bus bandwidth of at least "
+        f"{fabric.floor_text()}, within {fabric.collective_timeout_seconds:g} s."
     )
 
 

@@ -91,12 +91,38 @@ class Fabric(Section):
     collective_megabytes: float = 256.0
     collective_iterations: int = 5
     collective_timeout_seconds: float = 600.0
-    bandwidth_floor_gb_per_s: float = 0.0
+    # New process groups made in a row, each with its first all-reduce: the pattern that hangs some
+    # RCCL stacks (laifs-container-recipes issue 44's reproducer makes 8).
+    collective_new_groups: int = 8
+    # The nodes the preflight's collective (and so its job) spans where the study has multi-node runs.
+    collective_nodes: int = 2
+    bandwidth_floor_gb_per_s: float = 0.0  # an absolute floor; or a share of the expected figure:
+    expected_bus_bandwidth_gb_per_s: float | None = None  # what the fabric gives a two-node all-reduce
+    bandwidth_floor_share: float | None = None
+    expected_source: str = ""  # where the expected figure comes from
     source: str = ""
 
     @property
     def nccl(self) -> bool:
         return self.library in ("nccl", "rccl")
+
+    @property
+    def floor_gb_per_s(self) -> float:
+        """The least bus bandwidth the preflight accepts: the share of the expected, or the absolute floor."""
+        if self.expected_bus_bandwidth_gb_per_s is not None and self.bandwidth_floor_share is not None:
+            return self.expected_bus_bandwidth_gb_per_s * self.bandwidth_floor_share
+        return self.bandwidth_floor_gb_per_s
+
+    def floor_text(self) -> str:
+        """The floor and how it was set, for the preflight's line and `plan`."""
+        if self.expected_bus_bandwidth_gb_per_s is not None and self.bandwidth_floor_share is not None:
+            source = f"; {self.expected_source}" if self.expected_source else ""
+            return (
+                f"{self.floor_gb_per_s:.4g} GB/s ({self.bandwidth_floor_share:g} x the "
+                f"{self.expected_bus_bandwidth_gb_per_s:g} GB/s the site expects: "
+                f"fabric.bandwidth_floor_share, fabric.expected_bus_bandwidth_gb_per_s{source})"
+            )
+        return f"{self.bandwidth_floor_gb_per_s:g} GB/s (fabric.bandwidth_floor_gb_per_s)"
 
 
 @dataclass(frozen=True)

@@ -296,8 +296,10 @@ def _check_steps_and_selection(config: StudyConfig) -> None:
 
 
 def _check_fabric(site: Site) -> None:
-    """The launcher sets NCCL's debug output for the transport's record (engines.fabric): a site's own
-    value would silence it, and every multi-node run would be recorded with no transport."""
+    """The bandwidth floor is set one way; and the launcher sets NCCL's debug output for the
+    transport's record (engines.fabric): a site's own value would silence it, and every multi-node
+    run would be recorded with no transport."""
+    _check_bandwidth_floor(site)
     if not site.fabric.nccl:
         return
     for name in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):
@@ -309,6 +311,33 @@ def _check_fabric(site: Site) -> None:
                 "transport each node's collectives used (docs/lumi.md, 'Collectives across nodes')",
                 f"site '{site.name}'",
             )
+
+
+def _check_bandwidth_floor(site: Site) -> None:
+    fabric, where = site.fabric, f"site '{site.name}'"
+    if fabric.bandwidth_floor_share is not None and fabric.expected_bus_bandwidth_gb_per_s is None:
+        raise ConfigError(
+            "fabric.bandwidth_floor_share",
+            fabric.bandwidth_floor_share,
+            "a share of fabric.expected_bus_bandwidth_gb_per_s, which the site does not set: set it "
+            "(with fabric.expected_source), or an absolute fabric.bandwidth_floor_gb_per_s instead",
+            where,
+        )
+    if fabric.bandwidth_floor_share is not None and fabric.bandwidth_floor_gb_per_s:
+        raise ConfigError(
+            "fabric.bandwidth_floor_gb_per_s",
+            fabric.bandwidth_floor_gb_per_s,
+            "no value beside fabric.bandwidth_floor_share: the floor is set one way, a share of the "
+            "expected figure or an absolute one",
+            where,
+        )
+    if fabric.expected_bus_bandwidth_gb_per_s is not None and not fabric.expected_source:
+        raise ConfigError(
+            "fabric.expected_source",
+            "",
+            "where fabric.expected_bus_bandwidth_gb_per_s comes from (the NICs' count and speed, and the page)",
+            where,
+        )
 
 
 def _check_container(site: Site) -> None:

@@ -80,8 +80,9 @@ def multi_node(plan: Sequence[PlannedRun]) -> bool:
 
 
 def preflight_nodes(study: Study, plan: Sequence[PlannedRun]) -> int:
-    """Two nodes where the study has multi-node runs on a Slurm site: Ray must form across nodes."""
-    return 2 if study.site.launch.kind == "ray-srun" and multi_node(plan) else 1
+    """The collective's nodes (fabric.collective_nodes, two unless the site says more) where the study
+    has multi-node runs on a Slurm site: Ray must form across nodes, and the collective cross them."""
+    return study.site.fabric.collective_nodes if study.site.launch.kind == "ray-srun" and multi_node(plan) else 1
 
 
 def smoke_minutes_at_least(study: Study) -> float:
@@ -169,10 +170,11 @@ def two_node_checks(
     token = new_token()
     cluster_env = {**env, TOKEN_VAR: token}
     try:
-        cluster = start_ray_cluster(study, 2, study.site.hardware.gpus_per_node, root, log_dir, cluster_env, job)
+        nodes = study.site.fabric.collective_nodes
+        cluster = start_ray_cluster(study, nodes, study.site.hardware.gpus_per_node, root, log_dir, cluster_env, job)
     except StudyError as exc:
         end_processes(token)
-        return {"formed": False, **job}, None, [f"a two-node Ray cluster in the image did not form: {exc}"]
+        return {"formed": False, **job}, None, [f"a {nodes}-node Ray cluster in the image did not form: {exc}"]
     try:
         collective, problems = run_collective(
             study, root, cluster_env, log_dir.parent / "collective", job["node_list"], local_groups=False
@@ -289,7 +291,7 @@ def _cross_node_checks(
         return None, None, []
     folder = paths.results_dir(root) / "preflight"
     if study.site.launch.kind == "local":
-        nodes = ["group-0", "group-1"]
+        nodes = [f"group-{index}" for index in range(study.site.fabric.collective_nodes)]
         collective, problems = run_collective(study, root, run_env, folder / "collective", nodes, local_groups=True)
         return None, collective, problems
     if not env.get("SLURM_JOB_ID"):

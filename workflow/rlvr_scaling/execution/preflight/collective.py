@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling import paths
-from rlvr_scaling.engines.collective_probe import MARK
+from rlvr_scaling.engines.collective_probe import MARK, PROGRESS_PREFIX
 from rlvr_scaling.execution.engine_record import RECORD_DIR_VAR
 from rlvr_scaling.execution.fabric_record import fabric_environment, transport_record
 from rlvr_scaling.execution.run_records import TRAINER_MODULE, trainer_module
@@ -40,15 +40,42 @@ def bus_bandwidth_gb_per_s(nbytes: int, ranks: int, seconds: list[list[float]]) 
     return nbytes / statistics.median(slowest) * 2 * (ranks - 1) / ranks / GB
 
 
+def ranks_at(record_dir: Path) -> dict[int, tuple[int, str]]:
+    """Each rank's last stage as it noted it (engines.collective_probe.Progress): rank -> (its count
+    of stages, the stage)."""
+    found = {}
+    for path in record_dir.glob(f"{PROGRESS_PREFIX}*.txt") if record_dir.is_dir() else []:
+        count, _, stage = path.read_text().strip().partition("\t")
+        rank = path.stem.removeprefix(PROGRESS_PREFIX)
+        if count.isdigit() and rank.isdigit():
+            found[int(rank)] = (int(count), stage)
+    return found
+
+
+def where_stopped(record: dict[str, Any]) -> str:
+    """Where the ranks stopped, the least advanced first: what a hang's line names."""
+    at = record.get("ranks_at") or {}
+    if not at:
+        return f"stopped in {record.get('stage', 'its start')}, before any rank noted a stage"
+    least = min(count for count, _ in at.values())
+    behind = sorted(int(rank) for rank, (count, _) in at.items() if count == least)
+    stage = next(stage for count, stage in at.values() if count == least)
+    waiting = len(at) - len(behind)
+    ahead = f" (the other {waiting} rank(s) past it, waiting on them)" if waiting else ""
+    unseen = record.get("ranks", len(at)) - len(at)
+    missing = f"; {unseen} rank(s) never started" if unseen > 0 else ""
+    return f"rank(s) {', '.join(map(str, behind))} stopped at {stage}{ahead}{missing}"
+
+
 def judge(study: Study, record: dict[str, Any]) -> list[str]:
     """One line per failure: not in time, the wrong transport, under the floor."""
     fabric = study.site.fabric
     nodes = ", ".join(record.get("nodes", []))
     if not record.get("finished"):
-        why = record.get("error") or f"stopped in {record.get('stage', 'its start')}"
+        why = record.get("error") or where_stopped(record)
         return [
-            f"the all-reduce across nodes {nodes} on a new process group did not finish within "
-            f"{fabric.collective_timeout_seconds:g} s (fabric.collective_timeout_seconds): {why}; "
+            f"the all-reduce across nodes {nodes} on {fabric.collective_new_groups} new process group(s) did not "
+            f"finish within {fabric.collective_timeout_seconds:g} s (fabric.collective_timeout_seconds): {why}; "
             f"the ranks' logs are in {record.get('log_dir')}"
         ]
     problems = []
@@ -58,12 +85,12 @@ def judge(study: Study, record: dict[str, Any]) -> list[str]:
     if not record.get("sums_right"):
         problems.append(f"the all-reduce across nodes {nodes} gave wrong sums")
     bandwidth = record.get("bus_bandwidth_gb_per_s")
-    if bandwidth is None or bandwidth < fabric.bandwidth_floor_gb_per_s:
+    if bandwidth is None or bandwidth < fabric.floor_gb_per_s:
         # Four figures: never rounded up to the floor it is under.
         shown = "not measurable" if bandwidth is None else f"{bandwidth:.4g} GB/s"
         problems.append(
             f"the all-reduce's bus bandwidth across nodes {nodes} is {shown}, under the site's floor of "
-            f"{fabric.bandwidth_floor_gb_per_s:g} GB/s (fabric.bandwidth_floor_gb_per_s)"
+            f"{fabric.floor_text()}"
         )
     return problems
 
@@ -81,6 +108,7 @@ def _request(study: Study, nodes: list[str], local_groups: bool, record_dir: Pat
         "backend": "nccl" if fabric.nccl else "gloo",  # torch names RCCL's backend nccl too
         "bytes": int(fabric.collective_megabytes * MB),
         "iterations": fabric.collective_iterations,
+        "new_groups": fabric.collective_new_groups,
         "timeout_s": fabric.collective_timeout_seconds,
         "env": {RECORD_DIR_VAR: str(record_dir), **fabric_environment(study, record_dir)},
     }
@@ -115,6 +143,9 @@ def run_collective(
     finally:
         Path(handle.name).unlink(missing_ok=True)
     record.update({k: v for k, v in report.items() if k != "ranks_done"})
+    record["new_groups"] = study.site.fabric.collective_new_groups
+    if not report.get("finished"):
+        record["ranks_at"] = {str(rank): at for rank, at in sorted(ranks_at(record_dir).items())}
     if report.get("finished"):
         done = report["ranks_done"]
         seconds = [r["seconds"] for r in done]
