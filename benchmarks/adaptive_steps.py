@@ -40,12 +40,10 @@ def run_study(workdir: Path, steps: int, adaptive: dict | None) -> dict[tuple[st
     )
     study.write_text(json.dumps(config, indent=1))  # JSON is YAML
     command = [SNAKEMAKE, "--cores", "2", "--configfile", str(study)]
-    # Twice: a changed setting the preflight reads remakes it, and Snakemake 9 then leaves the other
-    # steps to the next invocation (snakemake#4166; rlvr_scaling.step_inputs).
-    for _ in range(2):
-        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"snakemake failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    # One call: it finishes the study or exits 1 naming what is left (rlvr_scaling.leftover_jobs).
+    done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"snakemake failed ({done.returncode}):\n{done.stderr[-3000:]}")
     summaries = {}
     index = json.loads((paths.results_dir(workdir) / "index" / "gsm8k.json").read_text())
     for entry in index["runs"]:

@@ -33,12 +33,10 @@ def sweep(workdir: Path, prompts: list[int], order: str) -> dict:
         f"  datasets.gsm8k.sweep: {json.dumps(prompts)}\n  selection_rule.sweep_order: {order}\n"
     )
     command = [SNAKEMAKE, TARGET, "--cores", "2", "--configfile", str(extra)]
-    # Twice: a changed sweep list remakes the preflight (it composes every point), and Snakemake 9
-    # then leaves the other steps to the next invocation (snakemake#4166; rlvr_scaling.step_inputs).
-    for _ in range(2):
-        done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"snakemake failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    # One call: it finishes the study or exits 1 naming what is left (rlvr_scaling.leftover_jobs).
+    done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"snakemake failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads((workdir / TARGET).read_text())
 
 
