@@ -72,10 +72,18 @@ def exception_lines(text: str) -> tuple[list[tuple[int, str]], list[tuple[int, s
     return exceptions, errors
 
 
-def last_exception(text: str) -> tuple[int, str] | None:
-    """(line number, line) of the last exception line of `text`, else of its last error line."""
+def causes(text: str) -> list[tuple[int, str]]:
+    """The lines of `text` that can be the cause, in order: its exception lines less Ray's wrappers of
+    an actor's error (which name its type only; the actor's own line follows), else every exception
+    line, else its other error lines."""
     exceptions, errors = exception_lines(text)
-    found = exceptions or errors
+    own = [(number, line) for number, line in exceptions if not line.startswith(RAY_WRAPPER)]
+    return own or exceptions or errors
+
+
+def last_exception(text: str) -> tuple[int, str] | None:
+    """(line number, line) of the last cause of `text` (see causes)."""
+    found = causes(text)
     return found[-1] if found else None
 
 
@@ -88,10 +96,7 @@ def failure_cause(run_dir: Path) -> FailureCause | None:
             text = path.read_text(errors="replace")
         except OSError:
             continue
-        exceptions, errors = exception_lines(text)
-        # Ray's wrapper of an actor's error names its type only; the actor's own line follows it.
-        own = [(number, line) for number, line in exceptions if not line.startswith(RAY_WRAPPER)]
-        found = own or exceptions or errors
+        found = causes(text)
         if found:
             (line, last), (first_line, first) = found[-1], found[0]
             name = str(path.relative_to(run_dir))
