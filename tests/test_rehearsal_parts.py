@@ -53,6 +53,11 @@ def test_the_reference_keeps_its_ratios_and_divides_its_seconds() -> None:
     assert by_id["dapo-weak-growth-16"]["tolerance"]["absolute"] == pytest.approx(5.0 / FACTOR)
     assert by_id["gsm8k-weak-efficiency-16"]["value"] == 0.779  # a ratio: as published
     assert changed["relations"] == published["relations"]
+    # Still a reference (the schema's), and it says it is the rehearsal's.
+    from rlvr_scaling.study.reference import check_reference
+
+    assert check_reference(changed, "the rehearsal") is changed
+    assert changed["title"].endswith(f"(the rehearsal: its durations divided by {FACTOR:g})")
 
 
 def test_the_study_overrides_divide_every_duration_it_estimates() -> None:

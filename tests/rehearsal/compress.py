@@ -81,7 +81,8 @@ def study_overrides(config: dict[str, Any], factor: float) -> dict[str, Any]:
 def reference(published: dict[str, Any], factor: float) -> dict[str, Any]:
     """The published reference with its durations (and their absolute tolerances) divided."""
     changed = copy.deepcopy(published)
-    changed["source"] = f"{published.get('source', '')}; durations divided by {factor:g} (the rehearsal)"
+    # Said where every report cites it (the title, in the verdict's line and the bundle's citation).
+    changed["title"] = f"{published['title']} (the rehearsal: its durations divided by {factor:g})"
     for number in changed["numbers"]:
         if number["quantity"] in DURATION_QUANTITIES:
             number["value"] = number["value"] / factor
