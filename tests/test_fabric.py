@@ -288,8 +288,8 @@ def test_the_preflight_collective_fails_in_one_line_for_each_reason() -> None:
         **_collective("ofi-cxi", None, finished=False),
         "ranks": 16,
         "ranks_at": {
-            **{rank: (6, "the first all-reduce on new process group 3 of 8") for rank in range(15)},
-            15: (5, "new process group 3 of 8"),
+            **{rank: (7, "the first all-reduce on new process group 3 of 8") for rank in range(15)},
+            15: (6, "new process group 3 of 8"),
         },
     }
     [hung] = judge(lumi, hung_record)

@@ -293,6 +293,12 @@ def test_a_hang_in_the_collective_ends_within_its_limit_in_one_line_naming_the_s
     finally:
         end_processes(token)
     assert record["finished"] is False
+    # The record says what it was judged against: the local site's groups and its absolute floor.
+    assert (record["new_groups"], record["iterations"], record["floor_gb_per_s"]) == (8, 2, 0.01)
+    assert record["ranks_at"] == {
+        "0": (7, "the first all-reduce on new process group 3 of 8"),
+        "1": (7, "the first all-reduce on new process group 3 of 8"),
+    }
     # Both ranks noted the third group's first all-reduce: rank 1 never entered it, rank 0 waits in it.
     assert problems == [
         "the all-reduce across nodes group-0, group-1 on 8 new process group(s) did not finish within 20 s "

@@ -143,7 +143,14 @@ def run_collective(
     finally:
         Path(handle.name).unlink(missing_ok=True)
     record.update({k: v for k, v in report.items() if k != "ranks_done"})
-    record["new_groups"] = study.site.fabric.collective_new_groups
+    fabric = study.site.fabric
+    # What it was judged against, beside what it measured.
+    record.update(
+        new_groups=fabric.collective_new_groups,
+        iterations=fabric.collective_iterations,
+        floor_gb_per_s=fabric.floor_gb_per_s,
+        floor=fabric.floor_text(),
+    )
     if not report.get("finished"):
         record["ranks_at"] = {str(rank): at for rank, at in sorted(ranks_at(record_dir).items())}
     if report.get("finished"):
