@@ -1,9 +1,10 @@
-"""The preflight's collective across two nodes (engines.collective_probe), run the way the runs reach
-their nodes, and judged: the transport the library chose against the site's (fabric.transport), the
-bus bandwidth against its floor, and the whole of it against its time limit. Each failure is one line.
+"""The preflight's collective across nodes (engines.collective_probe; fabric.collective_nodes), run
+the way the runs reach their nodes, and judged: the transport the library chose against the site's
+(fabric.transport), the bus bandwidth against its floor, and the whole of it against its time limit.
+Each failure is one line.
 
-On a Slurm site the probe is a Ray driver on the two-node cluster the runs' launcher forms (one job
-step over both nodes, in the site's image); on the local site it starts its own Ray, whose two groups
+On a Slurm site the probe is a Ray driver on the cluster the runs' launcher forms (one job step over
+all its nodes, in the site's image); on the local site it starts its own Ray, whose two groups
 of workers are the local runs' two "nodes". Bus bandwidth as rccl-tests and nccl-tests count it for an
 all-reduce: bytes / time x 2(n-1)/n, with each iteration's time the slowest rank's, and the median
 over the iterations.
@@ -124,8 +125,9 @@ def run_collective(
     record_dir = log_dir / "engine"
     record_dir.mkdir(parents=True, exist_ok=True)
     request = _request(study, nodes, local_groups, record_dir)
-    limit = study.site.fabric.collective_timeout_seconds
-    record: dict[str, Any] = {"nodes": nodes, "log_dir": str(log_dir), "library": study.site.fabric.library}
+    fabric = study.site.fabric
+    limit = fabric.collective_timeout_seconds
+    record: dict[str, Any] = {"nodes": nodes, "log_dir": str(log_dir), "library": fabric.library}
     # In results/: on a container site the image sees it there.
     with tempfile.NamedTemporaryFile("w", suffix=".json", dir=paths.results_dir(root), delete=False) as handle:
         json.dump(request, handle)
@@ -143,7 +145,6 @@ def run_collective(
     finally:
         Path(handle.name).unlink(missing_ok=True)
     record.update({k: v for k, v in report.items() if k != "ranks_done"})
-    fabric = study.site.fabric
     # What it was judged against, beside what it measured.
     record.update(
         new_groups=fabric.collective_new_groups,
@@ -153,7 +154,7 @@ def run_collective(
     )
     if not report.get("finished"):
         record["ranks_at"] = {str(rank): at for rank, at in sorted(ranks_at(record_dir).items())}
-    if report.get("finished"):
+    else:
         done = report["ranks_done"]
         seconds = [r["seconds"] for r in done]
         record["bus_bandwidth_gb_per_s"] = bus_bandwidth_gb_per_s(report["bytes"], len(done), seconds)
