@@ -38,9 +38,17 @@ def lumi_with(requirements: list[str] | None = None, extras: list[str] | None = 
     return edited(load_study(site="lumi"), site={"container": container})
 
 
+# The LUMI site's resolve (about 2 min against the index), made once for the checks that read it; they
+# share one xdist worker (group lumi-resolve) so that the fixture is made once in `make test` too.
+@pytest.fixture(scope="module")
+def lumi_verdict() -> Verdict:
+    return resolve_check(load_study(site="lumi"))
+
+
 @pytest.mark.resolve
-def test_lumis_install_resolves_on_the_ai_factory_base_keeping_its_rocm_stack() -> None:
-    verdict = resolve_check(load_study(site="lumi"))
+@pytest.mark.xdist_group("lumi-resolve")
+def test_lumis_install_resolves_on_the_ai_factory_base_keeping_its_rocm_stack(lumi_verdict: Verdict) -> None:
+    verdict = lumi_verdict
     assert verdict.ok, verdict.problems
     added = {a["name"]: a["version"] for a in verdict.adds}
     assert added["verl"] == "0.9.1" and added["mbridge"] == "0.15.1"
@@ -173,11 +181,12 @@ def test_a_base_package_list_without_numpy_is_refused_before_any_resolve(tmp_pat
 
 
 @pytest.mark.resolve
-def test_lumis_verdict_says_whether_vllm_accepts_the_transformers_verl_brings() -> None:
+@pytest.mark.xdist_group("lumi-resolve")
+def test_lumis_verdict_says_whether_vllm_accepts_the_transformers_verl_brings(lumi_verdict: Verdict) -> None:
     """verl 0.9.1 needs transformers>=5.5.3,<5.11,!=5.6.0, so the base's 4.57.6 goes; the base's vLLM
     0.22.1 (its published requirements, the CUDA build's pieces dropped) accepts 5.10.4: it excludes
     only 5.0-5.5.0. Nothing else of what the base keeps is broken."""
-    verdict = resolve_check(load_study(site="lumi"))
+    verdict = lumi_verdict
     assert verdict.ok, verdict.problems
     [transformers] = [u for u in verdict.upgrades if u["name"] == "transformers"]
     assert (transformers["base"], transformers["new"]) == ("4.57.6", "5.10.4")
