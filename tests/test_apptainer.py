@@ -166,13 +166,15 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert_one_step_vni(job["fabric"]["nodes"], job["slurm_job_id"])
 
     # verl's workers, the generation servers and both raylets (one per Slurm node) ran in the image.
-    # Two Ray clusters of two nodes each, told apart by their run tokens: the preflight's two-node
-    # check (it reruns after the refused first try; no trainer) and the run's.
+    # The run's Ray cluster: two raylets under its token, one per node. The preflight's two-node check
+    # (it reruns after the refused first try; no trainer) lives a few seconds: the 0.5 s samples above
+    # may miss one of its raylets on a loaded machine, so its two nodes are read from its record
+    # (ray_two_nodes, below) and here it may show at most two, under a token of its own.
     raylet_count = Counter(tokens.get(pid, "?") for pid, (c, _) in seen.items() if "/raylet/raylet" in c)
     trainers = {tokens[pid]: c for pid, (c, _) in seen.items() if "-m verl.trainer.main_ppo" in c and pid in tokens}
-    assert sorted(raylet_count.values()) == [2, 2] and len(trainers) == 1, (raylet_count, trainers)
+    assert len(trainers) == 1 and max(raylet_count.values()) <= 2, (raylet_count, trainers)
     [run_token] = trainers
-    assert raylet_count[run_token] == 2
+    assert raylet_count[run_token] == 2, raylet_count
     raylets = [c for pid, (c, _) in seen.items() if "/raylet/raylet" in c and tokens.get(pid) == run_token]
     preflight = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
     assert preflight["engine_smoke"] == {"ran": False, "reason": "preflight.engine_smoke_steps is 0"}
@@ -209,6 +211,7 @@ def test_a_two_node_run_inside_the_sites_apptainer_image(apptainer_workdir: Path
     assert job["ray_node_addresses"] == dict.fromkeys(job["node_list"], pinned)
     passed = json.loads((results / "preflight" / "ci-apptainer.json").read_text())
     assert passed["problems"] == [] and passed["image"]["image"]["sha256"] == record["image"]["sha256"]
+    assert passed["ray_two_nodes"]["formed"] is True and len(set(passed["ray_two_nodes"]["node_list"])) == 2
     # The preflight's all-reduce across its two nodes, in the image, through the runs' launcher.
     collective = passed["collective"]
     assert collective["finished"] and collective["sums_right"] and collective["bus_bandwidth_gb_per_s"] > 0

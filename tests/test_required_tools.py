@@ -65,10 +65,11 @@ def test_missing_required_tools_fail_every_guarded_test_at_setup_in_one_line(tmp
         "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rE", "--no-header", *GUARDED,
     ]  # fmt: skip
+    # The inner sessions' output is read line by line: options from the caller's PYTEST_ADDOPTS (a -v,
+    # a --durations) would change its form, so they run with pytest's defaults and the flags above.
+    own = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     started = time.monotonic()
-    result = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, **REQUIRE}
-    )
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env={**own, **REQUIRE})
     seconds = time.monotonic() - started
     output = result.stdout + result.stderr
     print(f"guarded tests with the tools hidden: {seconds:.1f} s")
@@ -78,7 +79,7 @@ def test_missing_required_tools_fail_every_guarded_test_at_setup_in_one_line(tmp
     assert "passed" not in summary and "skipped" not in summary and "failed" not in summary, summary
     collected = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--co", *GUARDED],
-        cwd=REPO, capture_output=True, text=True, check=True,
+        cwd=REPO, capture_output=True, text=True, check=True, env=own,
     ).stdout  # fmt: skip
     assert errors == len([line for line in collected.splitlines() if "::" in line]), (summary, collected)
     # Each error is the one line of the hook: the variable and the tool, no traceback.
