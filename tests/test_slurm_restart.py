@@ -21,7 +21,13 @@ from .conftest import SLURM_TEST_ACCOUNT as ACCOUNT
 from .test_slurm import LONG_RUN, PROFILES, _start, _wait_for_step, jobs_since, our_jobs_gone, slurm_now, study_file
 from .workflow_helpers import SLURM_SNAKEMAKE, assert_no_run_processes, slurm_jobs_from
 
-pytestmark = [pytest.mark.slurm, pytest.mark.verl, pytest.mark.xdist_group("slurm-cluster")]
+# Both mostly wait: on a controller that is gone, then on Slurm to let go of a job.
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.verl,
+    pytest.mark.xdist_group("slurm-cluster"),
+    pytest.mark.mostly_waiting,
+]
 # Long enough (1 s steps) for the killed controller's successor to start while the job still runs.
 STEPS = 60
 
