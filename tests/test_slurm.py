@@ -244,7 +244,7 @@ def test_scancel_midway_is_reported_keeps_logs_and_is_redone_alone(slurm_workdir
     assert plan.stdout.count("rule run:") == 1
 
 
-@pytest.mark.mostly_waiting  # Slurm's time limit and its kill, a pending job
+@pytest.mark.mostly_waiting  # on Slurm to see the limit passed, then on its kill
 def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_path: Path) -> None:
     # A run that cannot finish inside its limit on any host: 100,000 steps of 1 s against 1 minute.
     steps = 100_000
