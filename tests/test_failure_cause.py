@@ -129,6 +129,8 @@ def test_the_local_launchers_ray_folder_is_the_runs_own_and_goes_with_it(tmp_pat
     started = LocalLauncher(load_study(site="local"), tmp_path).start(None, tmp_path / "ray", env, job)  # type: ignore[arg-type]  # the run is not read
     folder = Path(env["RAY_TMPDIR"])
     assert folder == Path(job["ray_temp_dir"]) and folder.is_dir() and folder.name.endswith("456789abcdef0123")
+    # A signal ends verl's Ray at once, without Ray 2.60's 30 s drain of its node.
+    assert env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] == "0"
     (folder / "ray" / "session_x").mkdir(parents=True)  # what verl's ray.init makes there
     started.stop()
     assert not folder.exists()

@@ -279,6 +279,10 @@ def test_a_run_over_its_time_limit_is_marked_failed(slurm_workdir: Path, tmp_pat
     assert "ready to fit" in console, console[-2000:]
     reached = [int(m) for m in re.findall(r"step:(\d+) ", console)]
     assert not reached or max(reached) < steps, reached[-3:]
+    # Slurm's SIGTERM reached the run's Ray, which stopped without draining its node first: Ray 2.60
+    # drains for 30 s unless told not to (ray_cluster.RAY_TEARDOWN_ENV), and the run was filed 30 s late.
+    ray_node = (failed[0] / "ray" / "ray-n1.log").read_text(errors="replace")
+    assert "Ray runtime started" in ray_node and "Draining for up to" not in ray_node, ray_node[-2000:]
     our_jobs_gone(slurm_workdir)
     assert_no_run_processes()
 

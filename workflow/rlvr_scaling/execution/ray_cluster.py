@@ -20,6 +20,12 @@ from pathlib import Path
 from rlvr_scaling.engines.fabric import NODE_RESOURCE, NODE_VAR
 from rlvr_scaling.errors import StudyError
 
+# Ray 2.60 drains a node for up to 30 s when its Ray gets SIGTERM, for Ray Serve's proxies to let go
+# (RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S; 0 turns it off). A training run has nothing to drain, and a
+# run ended by a signal (its time limit, scancel, the hang guard, an adaptive stop) was filed 30 s
+# late: the launcher waits 20 s for the Ray step, then 10 s for the run's processes.
+RAY_TEARDOWN_ENV = {"RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+
 PROBE = """
 import json, sys, ray
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)

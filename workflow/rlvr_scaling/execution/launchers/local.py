@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.execution.process_cleanup import TOKEN_VAR, end_processes
+from rlvr_scaling.execution.ray_cluster import RAY_TEARDOWN_ENV
 from rlvr_scaling.study.config import Study
 from rlvr_scaling.study.plan import Run
 
@@ -43,5 +44,6 @@ class LocalLauncher:
         folder = Path(tempfile.gettempdir()) / f"rlvr-ray-{os.getuid()}-{token[-16:]}"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         env["RAY_TMPDIR"] = str(folder)
+        env.update(RAY_TEARDOWN_ENV)
         job["ray_temp_dir"] = str(folder)
         return RayTempDir(folder, token)

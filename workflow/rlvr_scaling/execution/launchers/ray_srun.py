@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rlvr_scaling.errors import StudyError
-from rlvr_scaling.execution.ray_cluster import RayCluster, local_node_ip
+from rlvr_scaling.execution.ray_cluster import RAY_TEARDOWN_ENV, RayCluster, local_node_ip
 from rlvr_scaling.execution.run_environment import expanded_environment, job_folders
 from rlvr_scaling.execution.slurm_nodes import job_nodes
 from rlvr_scaling.inputs.container import python_command
@@ -99,6 +99,7 @@ def start_ray_cluster(
     # environment, never written into the run directory.
     env["RAY_AUTH_MODE"] = "token"
     env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    env.update(RAY_TEARDOWN_ENV)
     try:
         cluster.start(site.launch.join_timeout_seconds)
         cluster.wait(site.launch.join_timeout_seconds)
