@@ -9,7 +9,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rlvr_scaling.errors import ConfigError
@@ -38,17 +41,54 @@ def lumi_with(requirements: list[str] | None = None, extras: list[str] | None = 
     return edited(load_study(site="lumi"), site={"container": container})
 
 
-# The LUMI site's resolve (about 2 min against the index), made once for the checks that read it; they
-# share one xdist worker (group lumi-resolve) so that the fixture is made once in `make test` too.
+def _numpy_1_base(folder: Path) -> Path:
+    base = folder / "numpy-1" / LUMI_BASE.name
+    base.parent.mkdir(parents=True)
+    base.write_text(LUMI_BASE.read_text().replace("numpy==2.2.6", "numpy==1.26.4"))
+    return base
+
+
+def _snapshot_again(folder: Path) -> dict:
+    base = folder / "snapshot" / LUMI_BASE.name
+    base.parent.mkdir(parents=True)
+    base.write_text(LUMI_BASE.read_text())
+    return json.loads(write_requires(load_study(site="lumi"), base).read_text())["packages"]
+
+
+# What each check asks of the package index (pip's dry runs, the snapshot made again), by the name a
+# test's `resolve` marker gives it.
+INDEX_CHECKS: dict[str, Callable[[Path], Any]] = {
+    "lumi": lambda _: resolve_check(load_study(site="lumi")),
+    "nvidia": lambda _: resolve_check(load_study(site="nvidia-example")),
+    "bridge-pin": lambda _: resolve_check(lumi_with(["megatron-bridge==0.5.2", "mbridge"])),
+    "megatron-extra": lambda _: resolve_check(lumi_with(extras=["megatron"])),
+    "numpy-1": lambda folder: resolve_check(load_study(site="lumi"), _numpy_1_base(folder)),
+    "bridge-cuda": lambda _: resolve_check(lumi_with(["megatron-bridge==0.6.2"])),
+    "snapshot": _snapshot_again,
+}
+
+
+# Each check waits on the index for 20 s to 2 min and spends little CPU; one after another, and two
+# workers' at once, they left both cores idle for minutes of `make test`. So the checks the session's
+# tests need start together, once, on the one xdist worker (group package-index) that runs those tests.
 @pytest.fixture(scope="module")
-def lumi_verdict() -> Verdict:
-    return resolve_check(load_study(site="lumi"))
+def index_checks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Future]:
+    needed = {
+        marker.args[0]
+        for item in request.session.items
+        if (marker := item.get_closest_marker("resolve")) is not None and marker.args
+    }
+    folder = tmp_path_factory.mktemp("index-checks")
+    pool = ThreadPoolExecutor(max_workers=len(INDEX_CHECKS))
+    checks = {name: pool.submit(INDEX_CHECKS[name], folder) for name in sorted(needed)}
+    pool.shutdown(wait=False)
+    return checks
 
 
-@pytest.mark.resolve
-@pytest.mark.xdist_group("lumi-resolve")
-def test_lumis_install_resolves_on_the_ai_factory_base_keeping_its_rocm_stack(lumi_verdict: Verdict) -> None:
-    verdict = lumi_verdict
+@pytest.mark.resolve("lumi")
+@pytest.mark.xdist_group("package-index")
+def test_lumis_install_resolves_on_the_ai_factory_base_keeping_its_rocm_stack(index_checks: dict[str, Future]) -> None:
+    verdict = index_checks["lumi"].result()
     assert verdict.ok, verdict.problems
     added = {a["name"]: a["version"] for a in verdict.adds}
     assert added["verl"] == "0.9.1" and added["mbridge"] == "0.15.1"
@@ -59,43 +99,46 @@ def test_lumis_install_resolves_on_the_ai_factory_base_keeping_its_rocm_stack(lu
     assert verdict.python == "3.12"
 
 
-@pytest.mark.resolve
-def test_the_nvidia_example_install_resolves_on_verls_own_image() -> None:
-    verdict = resolve_check(load_study(site="nvidia-example"))
+@pytest.mark.resolve("nvidia")
+@pytest.mark.xdist_group("package-index")
+def test_the_nvidia_example_install_resolves_on_verls_own_image(index_checks: dict[str, Future]) -> None:
+    verdict = index_checks["nvidia"].result()
     assert verdict.ok, verdict.problems
     assert {a["name"]: a["version"] for a in verdict.adds}["verl"] == "0.9.1"
     assert verdict.kept["torch"] == "2.11.0" and verdict.kept["megatron-core"] == "0.18.0"
 
 
-@pytest.mark.resolve
-def test_the_bridge_pin_verl_names_does_not_exist_on_the_index() -> None:
-    verdict = resolve_check(lumi_with(["megatron-bridge==0.5.2", "mbridge"]))
+@pytest.mark.resolve("bridge-pin")
+@pytest.mark.xdist_group("package-index")
+def test_the_bridge_pin_verl_names_does_not_exist_on_the_index(index_checks: dict[str, Future]) -> None:
+    verdict = index_checks["bridge-pin"].result()
     assert not verdict.ok
     assert any("No matching distribution found for megatron-bridge==0.5.2" in p for p in verdict.problems)
 
 
-@pytest.mark.resolve
-def test_verls_megatron_extra_is_refused_for_wanting_another_torch() -> None:
+@pytest.mark.resolve("megatron-extra")
+@pytest.mark.xdist_group("package-index")
+def test_verls_megatron_extra_is_refused_for_wanting_another_torch(index_checks: dict[str, Future]) -> None:
     """verl[megatron] pins torch 2.11 (a CUDA build): the base's ROCm torch 2.10 is kept, so pip
     cannot resolve, and the conflict names torch."""
-    verdict = resolve_check(lumi_with(extras=["megatron"]))
+    verdict = index_checks["megatron-extra"].result()
     assert not verdict.ok
     assert any("torch" in p and "2.10.0+rocm7.0" in p for p in verdict.problems), verdict.problems
 
 
-@pytest.mark.resolve
-def test_a_base_with_numpy_1_is_refused_naming_numpy(tmp_path: Path) -> None:
+@pytest.mark.resolve("numpy-1")
+@pytest.mark.xdist_group("package-index")
+def test_a_base_with_numpy_1_is_refused_naming_numpy(index_checks: dict[str, Future]) -> None:
     """The ROCm Megatron-LM declares numpy<2; verl 0.9.1 needs numpy>=2. A base that kept numpy 1 fails."""
-    base = tmp_path / "base.txt"
-    base.write_text(LUMI_BASE.read_text().replace("numpy==2.2.6", "numpy==1.26.4"))
-    verdict = resolve_check(load_study(site="lumi"), base)
+    verdict = index_checks["numpy-1"].result()
     assert not verdict.ok
     assert any("numpy" in p and "1.26.4" in p for p in verdict.problems), verdict.problems
 
 
-@pytest.mark.resolve
-def test_a_bridge_that_needs_a_cuda_build_is_named_with_who_asked_for_it() -> None:
-    verdict = resolve_check(lumi_with(["megatron-bridge==0.6.2"]))
+@pytest.mark.resolve("bridge-cuda")
+@pytest.mark.xdist_group("package-index")
+def test_a_bridge_that_needs_a_cuda_build_is_named_with_who_asked_for_it(index_checks: dict[str, Future]) -> None:
+    verdict = index_checks["bridge-cuda"].result()
     assert not verdict.ok
     [problem] = [p for p in verdict.problems if "fast-hadamard-transform" in p]
     assert "a build from source" in problem and "megatron-bridge==0.6.2" in problem
@@ -180,13 +223,13 @@ def test_a_base_package_list_without_numpy_is_refused_before_any_resolve(tmp_pat
         assert {"torch", "numpy"} <= set(read_base_packages(shipped).versions)
 
 
-@pytest.mark.resolve
-@pytest.mark.xdist_group("lumi-resolve")
-def test_lumis_verdict_says_whether_vllm_accepts_the_transformers_verl_brings(lumi_verdict: Verdict) -> None:
+@pytest.mark.resolve("lumi")
+@pytest.mark.xdist_group("package-index")
+def test_lumis_verdict_says_whether_vllm_accepts_the_transformers_verl_brings(index_checks: dict[str, Future]) -> None:
     """verl 0.9.1 needs transformers>=5.5.3,<5.11,!=5.6.0, so the base's 4.57.6 goes; the base's vLLM
     0.22.1 (its published requirements, the CUDA build's pieces dropped) accepts 5.10.4: it excludes
     only 5.0-5.5.0. Nothing else of what the base keeps is broken."""
-    verdict = lumi_verdict
+    verdict = index_checks["lumi"].result()
     assert verdict.ok, verdict.problems
     [transformers] = [u for u in verdict.upgrades if u["name"] == "transformers"]
     assert (transformers["base"], transformers["new"]) == ("4.57.6", "5.10.4")
@@ -199,12 +242,11 @@ def test_lumis_verdict_says_whether_vllm_accepts_the_transformers_verl_brings(lu
     assert "transformers 4.57.6 -> 5.10.4 (kept packages require: vllm transformers!=" in text
 
 
-@pytest.mark.resolve
-def test_the_requires_snapshot_is_what_the_index_publishes(tmp_path: Path) -> None:
+@pytest.mark.resolve("snapshot")
+@pytest.mark.xdist_group("package-index")
+def test_the_requires_snapshot_is_what_the_index_publishes(index_checks: dict[str, Future]) -> None:
     """The checked-in snapshot, made again from the index: the same files and requirements."""
-    base = tmp_path / LUMI_BASE.name
-    base.write_text(LUMI_BASE.read_text())
-    made = json.loads(write_requires(load_study(site="lumi"), base).read_text())["packages"]
+    made = index_checks["snapshot"].result()
     shipped = json.loads(requires_snapshot(LUMI_BASE).read_text())["packages"]
     assert made == shipped
 
