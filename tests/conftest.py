@@ -116,6 +116,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 _UNGROUPED = pytest.StashKey[set[str]]()
+# Markers of tests that take seconds to minutes (pyproject.toml says what each runs).
+_LONG_MARKERS = ("heavy", "standin", "workflow_env", "slow", "resolve")
+
+
+def _long(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) for name in _LONG_MARKERS)
 
 
 @pytest.hookimpl(trylast=True)
@@ -127,8 +133,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # measured 215 core-s in 440 s alone) go first, while the other worker's CPU-bound tests (the shared
     # local study) fill the cores; its CPU-bound ones (image builds, real two-node verl) last, when that
     # worker may be done and both cores are theirs. Run last, the waits left both cores idle for minutes
-    # at the end of .ci/run. A stable sort: every other test keeps its place.
-    items.sort(key=lambda item: item.get_closest_marker("mostly_waiting") is None)
+    # at the end of .ci/run. Then, outside the groups, the modules with long tests (Snakemake runs,
+    # the login-node environment, mypy) before the short ones, a whole module at a time so that its
+    # shared setup stays on one worker: the two workers then end on short tests, together. Last in
+    # the files' order, two long tests ended .ci/run side by side at 24-42% of the cores. A stable
+    # sort: every group keeps its own order, and every other test its place.
+    long_modules = {item.path for item in items if _long(item) and not item.get_closest_marker("xdist_group")}
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("mostly_waiting") is None,
+            item.path not in long_modules and not item.get_closest_marker("xdist_group"),
+        )
+    )
     if getattr(config.option, "loadgroup", False):
         config.stash[_UNGROUPED] = {i.nodeid for i in items if i.get_closest_marker("xdist_group")} - {
             i.nodeid for i in items if "@" in i.nodeid
