@@ -11,6 +11,9 @@ CORES ?= 2
 # run compiled torch and verl again and a run's start-up doubled; compiling all of site-packages at
 # install instead cost 34 s of the environment's 62 s (2026-12-05).
 unexport PYTHONDONTWRITEBYTECODE
+# Both environments' editable installs write workflow/rlvr_scaling.egg-info: one at a time when
+# `make test` makes the two side by side (flock, where the system has it).
+EDITABLE_LOCK := $(shell command -v flock >/dev/null 2>&1 && echo flock pyproject.toml)
 
 .PHONY: demo test test-fast lint format bench clean engine-lock workflow-env rehearse
 
@@ -22,7 +25,7 @@ $(STAMP): envs/local.txt envs/workflow.txt pyproject.toml
 	# (PYTHONDONTWRITEBYTECODE unexported above), so only what the study imports is ever compiled.
 	$(BIN)/pip install --quiet --no-compile torch==2.13.0
 	$(BIN)/pip install --quiet --no-compile -r envs/local.txt
-	$(BIN)/pip install --quiet --no-deps -e .
+	$(EDITABLE_LOCK) $(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
 # The workflow environment for a cluster's login node (envs/workflow.txt): no torch, verl or Ray.
@@ -34,7 +37,7 @@ $(WORKFLOW_STAMP): envs/workflow.txt pyproject.toml
 	test -x $(WORKFLOW_VENV)/bin/python || $(PYTHON) -m venv $(WORKFLOW_VENV)
 	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile --upgrade pip
 	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile -r envs/workflow.txt
-	$(WORKFLOW_VENV)/bin/pip install --quiet --no-compile --no-deps -e .
+	$(EDITABLE_LOCK) $(WORKFLOW_VENV)/bin/pip install --quiet --no-compile --no-deps -e .
 	find $(WORKFLOW_VENV)/lib -depth -type d -name tests -path '*/site-packages/*' -exec rm -rf {} +
 	touch $@
 
@@ -67,7 +70,10 @@ demo: $(STAMP)
 	@echo "  bundle:  $$(ls results/bundle/*/*.tar.gz) (check it: rlvr-scaling verify BUNDLE)"
 
 # Two workers: the local-engine tests and the Slurm cluster's tests run side by side (xdist groups).
-test: $(STAMP) $(WORKFLOW_STAMP)
+# The two environments are made side by side (-j2), each one's output kept together: their installs
+# wait on the package index as much as on the cores.
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) $(WORKFLOW_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 # After each edit: everything that starts no trainer (real or stand-in), no Slurm job, no image build,
