@@ -26,8 +26,10 @@ TICKS = os.sysconf("SC_CLK_TCK")
 KINDS = (
     ("ray::IDLE", "ray worker starting (imports, before its actor)"),
     ("ray::", "ray actors (verl's trainer, rollout, reward, queue)"),
-    ("verl.trainer", "verl's driver"),
+    # before verl's driver: the probe's own source, on its command line, names verl.trainer
     ("The preflight's check", "preflight probe (verl import, composition)"),
+    ("verl.trainer", "verl's driver"),
+    ("exec(eval(sys.stdin", "pytest workers"),  # xdist's workers, started through execnet
     ("--target-jobs", "snakemake inside a job"),
     ("snakemake", "snakemake"),
     ("mypy", "mypy"),
