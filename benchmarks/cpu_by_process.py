@@ -55,19 +55,25 @@ def kind_of(command: str) -> str:
     return "other: " + " ".join(Path(w).name for w in command.split()[:2])[:60]
 
 
-def cpu_ticks() -> dict[tuple[str, str], tuple[int, str]]:
-    """(pid, start time) -> (user + system ticks so far, command line) for every process readable."""
-    found: dict[tuple[str, str], tuple[int, str]] = {}
+def cpu_ticks() -> dict[tuple[str, str], int]:
+    """(pid, start time) -> user + system ticks so far, for every process readable."""
+    found: dict[tuple[str, str], int] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, IndexError):
             continue
-        found[(pid, fields[19])] = (int(fields[11]) + int(fields[12]), command)
+        found[(pid, fields[19])] = int(fields[11]) + int(fields[12])
     return found
+
+
+def command_of(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def machine_busy_ticks() -> int:
@@ -89,9 +95,11 @@ class Sampler(threading.Thread):
         while not self.stop.wait(self.every_s):
             now = cpu_ticks()
             stamp = time.strftime("%H:%M:%S")
-            for key, (ticks, command) in now.items():
-                used = ticks - previous.get(key, (0, ""))[0]
+            for key, ticks in now.items():
+                used = ticks - previous.get(key, 0)
                 if used > 0 and key[0] != str(os.getpid()):
+                    # only a process that used CPU is read further: most sleep through a reading
+                    command = command_of(key[0])
                     self.by_kind[kind_of(command)] += used
                     if log:
                         log.write(f"{stamp} {key[0]} {used} {command[:200]}\n")
