@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from rlvr_scaling.leftover_jobs import exit_if_work_left, leftover_counts, leftover_message
+from rlvr_scaling.leftover_jobs import exit_if_work_left, leftover_counts, leftover_message, leftover_reasons
 
 from .workflow_helpers import STANDIN, assert_no_run_processes, snakemake, study_status
 
@@ -109,6 +109,59 @@ def test_a_dry_runs_job_table_is_what_is_left_and_nothing_to_do_is_nothing() -> 
     assert leftover_counts("Building DAG of jobs...\nNothing to be done (all requested files are present).") == {}
     message = leftover_message({"run": 1, "summary": 2}, ["snakemake", "--cores", "2"])
     assert "3 job(s)" in message and "run 1, summary 2" in message and "snakemake --cores 2" in message
+
+
+# As Snakemake 9.27 prints a dry run's jobs (cut to the lines read).
+DRY_RUN_JOBS = """Job stats:
+job        count
+-------  -------
+figures        1
+report         1
+all            1
+total          3
+
+
+[Mon Dec  7 02:39:20 2026]
+localrule figures:
+    input: results/index/gsm8k.json, /repo/workflow/rlvr_scaling/analysis/shown/figures.py
+    output: results/figures
+    jobid: 18
+    reason: Updated input files: /repo/workflow/rlvr_scaling/analysis/shown/figures.py
+    resources: tmpdir=/tmp
+Shell command: python -m rlvr_scaling figures
+
+[Mon Dec  7 02:39:20 2026]
+localrule report:
+    input: results/tables, results/figures
+    output: results/report/study.md
+    jobid: 2
+    reason: Input files updated by another job: results/figures
+    resources: tmpdir=/tmp
+
+[Mon Dec  7 02:39:20 2026]
+localrule all:
+    input: results/report/study.md
+    jobid: 0
+    reason: Input files updated by another job: results/report/study.md
+"""
+
+
+def test_what_is_left_is_told_with_snakemakes_reason_for_each_rule() -> None:
+    reasons = leftover_reasons(DRY_RUN_JOBS)
+    assert reasons == {
+        "figures": "Updated input files: /repo/workflow/rlvr_scaling/analysis/shown/figures.py",
+        "report": "Input files updated by another job: results/figures",
+        "all": "Input files updated by another job: results/report/study.md",
+    }
+    message = leftover_message(leftover_counts(DRY_RUN_JOBS), ["snakemake"], reasons)
+    lines = message.splitlines()
+    assert "2 job(s)" in lines[0] and "(figures 1, report 1)" in lines[0]
+    # The target that only gathers is not a job left; a reason past the cap is cut and says so.
+    assert lines[2:] == [f"  figures: {reasons['figures']}", f"  report: {reasons['report']}"]
+    long = leftover_message({"figures": 1}, ["snakemake"], {"figures": "x" * 401})
+    assert long.endswith("  figures: " + "x" * 400 + " ...")
+    exact = leftover_message({"figures": 1}, ["snakemake"], {"figures": "x" * 400})
+    assert exact.endswith("  figures: " + "x" * 400)
 
 
 def test_calls_that_make_nothing_are_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:

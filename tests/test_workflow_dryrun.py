@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from rlvr_scaling.step_inputs import SETTINGS_STEPS, settings_steps
 from rlvr_scaling.study.config import load_study
 
 from .conftest import PYTHON, REPO
-from .workflow_helpers import snakemake
+from .workflow_helpers import private_clone, snakemake
 
 ACCOUNT = {"RLVR_SLURM_ACCOUNT": "project_465000000"}
 
@@ -253,12 +252,7 @@ def test_the_nvidia_example_site_plans_and_dry_runs_with_its_gpus_in_the_image(w
 def test_another_clone_runs_its_own_code_with_the_same_environment(tmp_path: Path) -> None:
     """One workflow environment (installed from this repository) serves a lab's every clone: Snakemake
     in another clone reads that clone's package, and its jobs run it (#43)."""
-    clone = tmp_path / "other-clone"
-    shutil.copytree(REPO / "workflow" / "rlvr_scaling", clone / "workflow" / "rlvr_scaling")
-    for name in ("Snakefile", "rules"):
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy)(REPO / name, clone / name)
-    for name in ("config", "profiles", "report"):
-        (clone / name).symlink_to(REPO / name)
+    clone = private_clone(tmp_path / "other-clone")
     init = clone / "workflow" / "rlvr_scaling" / "__init__.py"
     init.write_text(init.read_text() + "\nimport sys\nprint('the other clone s package', file=sys.stderr)\n")
     result = snakemake(clone, "-n", "--cores", "2", "-p")

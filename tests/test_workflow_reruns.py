@@ -10,21 +10,31 @@ import json
 from pathlib import Path
 
 import pytest
+from rlvr_scaling.leftover_jobs import leftover_counts
 
 from .conftest import REPO
 from .test_local_study import check_run_directory, read_csv
-from .workflow_helpers import STANDIN, assert_no_run_processes, snakemake
+from .workflow_helpers import STANDIN, assert_no_run_processes, private_clone, snakemake
 
-pytestmark = [pytest.mark.verl, pytest.mark.standin]
+# One worker for the module: its tests share one stand-in study.
+pytestmark = [pytest.mark.verl, pytest.mark.standin, pytest.mark.xdist_group("standin-reruns")]
 # One dataset, a two-point sweep, weak and strong scaling over 1 and 2 nodes, 6 steps.
 REDUCED = str(REPO / "tests" / "data" / "reduced.yaml")
 STEPS = 6
 
 
-@pytest.fixture
-def standin_study(workdir: Path) -> Path:
+@pytest.fixture(scope="module")
+def standin_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished study for the module's tests, each of which leaves it finished (made again where it
+    changed it). Its own copy of the package: a test edits a module (see private_clone)."""
+    workdir = private_clone(tmp_path_factory.mktemp("standin-reruns"))
     snakemake(workdir, "--cores", "2", "--configfile", REDUCED, env=STANDIN)
     return workdir
+
+
+def planned(workdir: Path) -> dict[str, int]:
+    """The jobs, per rule, a call of the finished study would do now (its dry run's job table)."""
+    return leftover_counts(snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED, env=STANDIN).stdout)
 
 
 def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scaling_runs(standin_study: Path) -> None:
@@ -63,3 +73,30 @@ def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scali
     n2 = next(n for n in runs_after if n.startswith(f"gsm8k-n2-p{2 * other['prompts']}-"))
     assert weak_runs == {other["run_id"], n2}, weak_runs
     assert_no_run_processes()
+
+
+def test_an_edited_module_reruns_the_steps_that_run_it_and_nothing_before(standin_study: Path) -> None:
+    """The figures' module: the figures and what holds them, not the tables, a summary or a run."""
+    workdir = standin_study
+    results = workdir / "results"
+    figures = workdir / "workflow" / "rlvr_scaling" / "analysis" / "shown" / "figures.py"
+    original = figures.read_bytes()
+    assert planned(workdir) == {}
+    figures.write_bytes(original + b"\n# an edit\n")
+    assert planned(workdir) == {"figures": 1, "report": 1, "bundle": 1}
+    # Back as it was, with a newer time stamp: Snakemake compares contents and redoes nothing.
+    figures.write_bytes(original)
+    assert planned(workdir) == {}
+    # One real rerun of an edit: the figures, the report and the bundle, and no run, summary or table.
+    runs_before = {p.name: (p / "job.json").stat().st_mtime_ns for p in (results / "runs").iterdir()}
+    tables_before = (results / "tables").stat().st_mtime_ns
+    figures_before = (results / "figures" / ".snakemake_timestamp").stat().st_mtime_ns
+    figures.write_bytes(original + b"\n# another edit\n")
+    rerun = snakemake(workdir, "--cores", "2", "--configfile", REDUCED, env=STANDIN)
+    log = rerun.stdout + rerun.stderr
+    assert "rule figures:" in log and "rule report:" in log and "rule bundle:" in log, log[-3000:]
+    assert "rule run:" not in log and "rule summary:" not in log and "rule tables:" not in log
+    assert {p.name: (p / "job.json").stat().st_mtime_ns for p in (results / "runs").iterdir()} == runs_before
+    assert (results / "tables").stat().st_mtime_ns == tables_before
+    assert (results / "figures" / ".snakemake_timestamp").stat().st_mtime_ns > figures_before
+    assert planned(workdir) == {}

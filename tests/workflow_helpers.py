@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -20,6 +21,23 @@ SLURM_SNAKEMAKE = [sys.executable, str(REPO / "tests" / "slurm" / "snakemake_ste
 # plumbing; production runs verl's main_ppo (execution/run_records.trainer_module). PYTHONPATH lets
 # the run's Python find it from the run directory, through Snakemake, sbatch and srun alike.
 STANDIN = {"RLVR_STANDIN_TRAINER": "tests.standin_trainer", "PYTHONPATH": str(REPO)}
+
+
+def private_clone(directory: Path) -> Path:
+    """A clone with its own copy of the package, Snakefile and rules (config, profiles and report linked):
+    a test that edits a module edits this copy. The repository's package is the code input of every other
+    test's study, on both xdist workers: an edit there made another study's steps out of date under it
+    (CI, stop 69: the Apptainer study ended with its figures to redo)."""
+    shutil.copytree(
+        REPO / "workflow" / "rlvr_scaling",
+        directory / "workflow" / "rlvr_scaling",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copy(REPO / "Snakefile", directory / "Snakefile")
+    shutil.copytree(REPO / "rules", directory / "rules")
+    for name in ("config", "profiles", "report"):
+        (directory / name).symlink_to(REPO / name)
+    return directory
 
 
 def snakemake(

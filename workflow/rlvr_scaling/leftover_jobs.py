@@ -21,6 +21,9 @@ from rlvr_scaling.snakemake_api import submits_jobs
 # A dry run already says what is left; the calls that submit nothing (snakemake_api) make nothing to check.
 DRY_RUN_OPTIONS = ("--dry-run", "-n", "--dryrun")
 JOB_LINE = re.compile(r"^(\w+)\s+(\d+)$")
+RULE_LINE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+# The part of a reason that names why, not the (possibly hundreds of) files it applies to.
+REASON_CHARS = 400
 
 
 def leftover_counts(dry_run_output: str) -> dict[str, int]:
@@ -38,12 +41,33 @@ def leftover_counts(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
-def leftover_message(counts: dict[str, int], command: Sequence[str]) -> str:
+def leftover_reasons(dry_run_output: str) -> dict[str, str]:
+    """{rule: Snakemake's reason} for the first job of each rule in a dry run's output, in its order:
+    the first job whose reason is not another's update is where the plan and the files disagree."""
+    reasons: dict[str, str] = {}
+    rule = None
+    for line in dry_run_output.splitlines():
+        stripped = line.strip()
+        if match := RULE_LINE.match(stripped):
+            rule = match.group(1)
+        elif rule and stripped.startswith("reason:"):
+            reasons.setdefault(rule, stripped.removeprefix("reason:").strip())
+            rule = None
+    return reasons
+
+
+def leftover_message(counts: dict[str, int], command: Sequence[str], reasons: dict[str, str] | None = None) -> str:
     jobs = ", ".join(f"{rule} {number}" for rule, number in counts.items())
+    why = "".join(
+        f"\n  {rule}: {reason[:REASON_CHARS]}{' ...' if len(reason) > REASON_CHARS else ''}"
+        for rule, reason in (reasons or {}).items()
+        if rule in counts
+    )
     return (
         f"rlvr-scaling: this call ended with {sum(counts.values())} job(s) of what it was asked for still to do "
         f"({jobs}): Snakemake's plan changed while it ran (snakemake#4166). Nothing made is lost; run the same "
         f"command again to finish: {' '.join(command)}"
+        + (f"\nWhy Snakemake would run them (its dry run's reasons):{why}" if why else "")
     )
 
 
@@ -65,7 +89,8 @@ def exit_if_work_left(argv: Sequence[str]) -> None:
             file=sys.stderr,
         )
         sys.exit(1)
-    counts = leftover_counts(done.stdout + done.stderr)
+    output = done.stdout + done.stderr
+    counts = leftover_counts(output)
     if counts:
-        print(leftover_message(counts, ["snakemake", *argv[1:]]), file=sys.stderr)
+        print(leftover_message(counts, ["snakemake", *argv[1:]], leftover_reasons(output)), file=sys.stderr)
         sys.exit(1)
