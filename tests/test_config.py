@@ -324,3 +324,19 @@ def test_optional_site_keys_hold_their_effective_values() -> None:
     )
     assert lumi.launch.node_interface == "hsn0" and lumi.slurm.preflight_partition == "small-g"
     assert "constraints" not in lumi.container.to_dict() and lumi.container.constraints is None
+
+
+def test_every_schema_of_the_repository_is_a_valid_schema_of_its_draft() -> None:
+    """The study's checks trust the schemas (study/validate.py no longer checks them at each start):
+    this is where an edited schema that its metaschema refuses is caught."""
+    import jsonschema
+
+    schemas = sorted((REPO / "config" / "schema").glob("*.yaml"))
+    assert {p.name for p in schemas} >= {"config.schema.yaml", "site.schema.yaml", "reference.schema.yaml"}
+    for path in schemas:
+        schema = yaml.safe_load(path.read_text())
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    # What the check catches: a keyword with a value its draft does not allow.
+    broken = {**yaml.safe_load(CONFIG_SCHEMA.read_text()), "type": 5}
+    with pytest.raises(jsonschema.exceptions.SchemaError):
+        jsonschema.validators.validator_for(broken).check_schema(broken)

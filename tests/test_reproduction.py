@@ -97,6 +97,27 @@ def test_a_bad_reference_stops_the_study_before_anything_runs_naming_the_key(tmp
         load_reference("twice")
 
 
+def test_a_reference_read_again_is_the_files_numbers_as_they_are_now(tmp_path: Path, monkeypatch) -> None:
+    """Read once per process and kept: what one caller changes does not reach the next, and an edited
+    file (even one of the same size) is read and checked again, an edit that breaks it refused."""
+    import rlvr_scaling.study.reference as reference
+
+    text = reference_path("lumi-rlvr-blog").read_text()
+    monkeypatch.setattr(reference, "REFERENCES_DIR", tmp_path)
+    kept = tmp_path / "kept.yaml"
+    kept.write_text(text)
+    first = load_reference("kept")
+    value = first["numbers"][0]["value"]
+    assert value == 0.779
+    first["numbers"][0]["value"] = 0.1
+    assert load_reference("kept")["numbers"][0]["value"] == 0.779
+    kept.write_text(text.replace("value: 0.779", "value: 0.778"))  # the same size
+    assert load_reference("kept")["numbers"][0]["value"] == 0.778
+    kept.write_text(text.replace("value: 0.779", "value: highh"))
+    with pytest.raises(ConfigError, match=r"reference kept.yaml: key 'numbers.0.value' has value 'highh'"):
+        load_reference("kept")
+
+
 def test_the_reports_and_the_bundles_citation_name_the_post_itself_and_what_is_not_on_record() -> None:
     from rlvr_scaling.analysis.verdict.reproduction import reproduction_findings
     from rlvr_scaling.publish.bundle_readme import published_study

@@ -3,12 +3,13 @@ and runs that read it (the workflow wiring is checked by dry runs in test_local_
 
 from __future__ import annotations
 
+import ast
 import subprocess
 from pathlib import Path
 
 import pytest
 from rlvr_scaling import paths
-from rlvr_scaling.step_inputs import SETTINGS_STEPS, settings_path, settings_steps, step_code
+from rlvr_scaling.step_inputs import SETTINGS_STEPS, _imported_modules, settings_path, settings_steps, step_code
 from rlvr_scaling.study.config import load_study
 from rlvr_scaling.study.plan import build_plan, known_runs
 
@@ -67,6 +68,48 @@ def test_each_step_runs_its_module_and_what_it_imports_and_no_other_steps() -> N
     for step in ("summary", "selection", "index", "tables", "figures", "report", "bundle"):
         assert "cli.py" not in names(step) and "execution/launch.py" not in names(step), step
         assert all(Path(path).is_file() for path in step_code(step))
+
+
+def _imported_by_syntax_tree(source: Path) -> frozenset[str]:
+    """Python's own reading of a module's module-level imports from the package."""
+    names = set()
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlvr_scaling"):
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("rlvr_scaling"))
+    return frozenset(names)
+
+
+def test_the_imports_read_from_lines_are_pythons_own_for_every_module(tmp_path: Path) -> None:
+    modules = sorted(paths.PACKAGE_DIR.rglob("*.py"))
+    assert len(modules) > 100
+    for module in modules:
+        assert _imported_modules(module) == _imported_by_syntax_tree(module), module
+    # The shapes the package does not use today: aliases, comments, several lines, an import inside a
+    # function or a block (not at module level), a plain import of the package beside another.
+    shapes = tmp_path / "shapes.py"
+    shapes.write_text(
+        "import os, rlvr_scaling.paths as p  # why\n"
+        "from rlvr_scaling.study import (\n    config as c,  # the config\n    plan,\n)\n"
+        "from rlvr_scaling.errors import StudyError, ConfigError\n"
+        "def f():\n    from rlvr_scaling.publish import bundle\n"
+        "try:\n    import rlvr_scaling.cli\nexcept ImportError:\n    pass\n"
+    )
+    assert (
+        _imported_modules(shapes)
+        == _imported_by_syntax_tree(shapes)
+        == {
+            "rlvr_scaling.paths",
+            "rlvr_scaling.study",
+            "rlvr_scaling.study.config",
+            "rlvr_scaling.study.plan",
+            "rlvr_scaling.errors",
+            "rlvr_scaling.errors.StudyError",
+            "rlvr_scaling.errors.ConfigError",
+        }
+    )
 
 
 def test_what_a_run_measures_names_a_new_run_and_how_it_starts_does_not() -> None:

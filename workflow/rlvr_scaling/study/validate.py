@@ -26,8 +26,9 @@ CONTAINER_PLACEHOLDERS = ("python_prefix", "python_base_prefix", "repo")
 @functools.lru_cache(maxsize=8)
 def _validator(schema_path: Path) -> jsonschema.protocols.Validator:
     schema = load_yaml_text(schema_path.read_text())
+    # The schemas are the repository's, each checked against its metaschema by the tests
+    # (tests/test_config.py): checking them again here cost every Snakemake start and step 0.2 s.
     cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
     # JSON Schema counts 20.0 as an integer; here it would make a second run id for the same run.
     strict = jsonschema.validators.extend(
         cls, type_checker=cls.TYPE_CHECKER.redefine("integer", lambda _checker, value: _is_int(value))
