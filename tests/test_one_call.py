@@ -111,15 +111,25 @@ def test_a_dry_runs_job_table_is_what_is_left_and_nothing_to_do_is_nothing() -> 
     assert "3 job(s)" in message and "run 1, summary 2" in message and "snakemake --cores 2" in message
 
 
-# As Snakemake 9.27 prints a dry run's jobs (cut to the lines read).
+# As Snakemake 9.27 prints a dry run's jobs (cut to the lines read): a rule with a message (the
+# workflow's dataset and model rules) is headed `Job N: <message>` and says `Reason:`.
 DRY_RUN_JOBS = """Job stats:
 job        count
 -------  -------
+dataset        2
 figures        1
 report         1
 all            1
-total          3
+total          5
 
+
+[Mon Dec  7 02:39:20 2026]
+Job 7: rule dataset: gsm8k into results/data/local/gsm8k, a local job
+Reason: Missing output files: results/data/local/gsm8k/train.parquet
+
+[Mon Dec  7 02:39:20 2026]
+Job 8: rule dataset: dapo_math into results/data/local/dapo_math, a local job
+Reason: Code has changed since last execution
 
 [Mon Dec  7 02:39:20 2026]
 localrule figures:
@@ -146,22 +156,34 @@ localrule all:
 """
 
 
-def test_what_is_left_is_told_with_snakemakes_reason_for_each_rule() -> None:
+def test_what_is_left_is_told_with_snakemakes_reasons_for_each_rule() -> None:
     reasons = leftover_reasons(DRY_RUN_JOBS)
     assert reasons == {
-        "figures": "Updated input files: /repo/workflow/rlvr_scaling/analysis/shown/figures.py",
-        "report": "Input files updated by another job: results/figures",
-        "all": "Input files updated by another job: results/report/study.md",
+        "dataset": [
+            "Missing output files: results/data/local/gsm8k/train.parquet",
+            "Code has changed since last execution",
+        ],
+        "figures": ["Updated input files: /repo/workflow/rlvr_scaling/analysis/shown/figures.py"],
+        "report": ["Input files updated by another job: results/figures"],
+        "all": ["Input files updated by another job: results/report/study.md"],
     }
     message = leftover_message(leftover_counts(DRY_RUN_JOBS), ["snakemake"], reasons)
     lines = message.splitlines()
-    assert "2 job(s)" in lines[0] and "(figures 1, report 1)" in lines[0]
-    # The target that only gathers is not a job left; a reason past the cap is cut and says so.
-    assert lines[2:] == [f"  figures: {reasons['figures']}", f"  report: {reasons['report']}"]
-    long = leftover_message({"figures": 1}, ["snakemake"], {"figures": "x" * 401})
+    assert "4 job(s)" in lines[0] and "(dataset 2, figures 1, report 1)" in lines[0]
+    # The target that only gathers is not a job left.
+    assert lines[2:] == [
+        f"  dataset: {reasons['dataset'][0]}",
+        f"  dataset: {reasons['dataset'][1]}",
+        f"  figures: {reasons['figures'][0]}",
+        f"  report: {reasons['report'][0]}",
+    ]
+    # A reason past the cap is cut and says so; at most three different reasons a rule.
+    long = leftover_message({"figures": 1}, ["snakemake"], {"figures": ["x" * 401]})
     assert long.endswith("  figures: " + "x" * 400 + " ...")
-    exact = leftover_message({"figures": 1}, ["snakemake"], {"figures": "x" * 400})
+    exact = leftover_message({"figures": 1}, ["snakemake"], {"figures": ["x" * 400]})
     assert exact.endswith("  figures: " + "x" * 400)
+    four = leftover_message({"figures": 4}, ["snakemake"], {"figures": ["a", "b", "c", "d"]})
+    assert four.splitlines()[2:] == ["  figures: a", "  figures: b", "  figures: c"]
 
 
 def test_calls_that_make_nothing_are_not_checked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -88,28 +88,35 @@ def test_the_imports_read_from_lines_are_pythons_own_for_every_module(tmp_path: 
     for module in modules:
         assert _imported_modules(module) == _imported_by_syntax_tree(module), module
     # The shapes the package does not use today: aliases, comments, several lines, an import inside a
-    # function or a block (not at module level), a plain import of the package beside another.
-    shapes = tmp_path / "shapes.py"
-    shapes.write_text(
-        "import os, rlvr_scaling.paths as p  # why\n"
-        "from rlvr_scaling.study import (\n    config as c,  # the config\n    plan,\n)\n"
-        "from rlvr_scaling.errors import StudyError, ConfigError\n"
-        "def f():\n    from rlvr_scaling.publish import bundle\n"
-        "try:\n    import rlvr_scaling.cli\nexcept ImportError:\n    pass\n"
-    )
-    assert (
-        _imported_modules(shapes)
-        == _imported_by_syntax_tree(shapes)
-        == {
-            "rlvr_scaling.paths",
-            "rlvr_scaling.study",
-            "rlvr_scaling.study.config",
-            "rlvr_scaling.study.plan",
-            "rlvr_scaling.errors",
-            "rlvr_scaling.errors.StudyError",
-            "rlvr_scaling.errors.ConfigError",
-        }
-    )
+    # function or a block (not at module level), a plain import of the package beside another; then
+    # those the patterns leave to Python's parser (a backslash, a semicolon, a comment in parentheses).
+    shapes = {
+        "read": (
+            "import os, rlvr_scaling.paths as p  # why (not)\n"
+            "from rlvr_scaling.study import (\n    config as c,\n    plan,\n)\n"
+            "from rlvr_scaling.errors import StudyError, ConfigError\n"
+            "from rlvr_scaling import(fsutil)\n"
+            "def f():\n    from rlvr_scaling.publish import bundle\n"
+            "try:\n    import rlvr_scaling.cli\nexcept ImportError:\n    pass\n"
+        ),
+        "backslash": "from rlvr_scaling.study import config, \\\n    plan\nimport os, \\\n    rlvr_scaling.paths\n",
+        "semicolon": "import os; import rlvr_scaling.paths\nimport rlvr_scaling.errors; x = 1\n",
+        "comment": "from rlvr_scaling.study import (  # the (old) names\n    config,\n    plan,\n)\n",
+    }
+    expected = {
+        "read": {"paths", "study", "study.config", "study.plan", "errors", "errors.StudyError", "errors.ConfigError"}
+        | {"rlvr_scaling.fsutil"},
+        "backslash": {"study", "study.config", "study.plan", "paths"},
+        "semicolon": {"paths", "errors"},
+        "comment": {"study", "study.config", "study.plan"},
+    }
+    for name, text in shapes.items():
+        module = tmp_path / f"{name}.py"
+        module.write_text(text)
+        wanted = {n if n.startswith("rlvr_scaling") else f"rlvr_scaling.{n}" for n in expected[name]}
+        if name == "read":
+            wanted.add("rlvr_scaling")  # `from rlvr_scaling import(fsutil)` names the package itself
+        assert _imported_modules(module) == _imported_by_syntax_tree(module) == wanted, name
 
 
 def test_what_a_run_measures_names_a_new_run_and_how_it_starts_does_not() -> None:

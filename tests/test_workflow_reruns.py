@@ -34,7 +34,10 @@ def standin_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def planned(workdir: Path) -> dict[str, int]:
     """The jobs, per rule, a call of the finished study would do now (its dry run's job table)."""
-    return leftover_counts(snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED, env=STANDIN).stdout)
+    output = snakemake(workdir, "-n", "--cores", "2", "--configfile", REDUCED, env=STANDIN).stdout
+    counts = leftover_counts(output)
+    assert counts or "Nothing to be done" in output, output[-3000:]
+    return counts
 
 
 def test_a_changed_sweep_result_reruns_the_selection_and_only_the_affected_scaling_runs(standin_study: Path) -> None:

@@ -21,7 +21,12 @@ from rlvr_scaling.snakemake_api import submits_jobs
 # A dry run already says what is left; the calls that submit nothing (snakemake_api) make nothing to check.
 DRY_RUN_OPTIONS = ("--dry-run", "-n", "--dryrun")
 JOB_LINE = re.compile(r"^(\w+)\s+(\d+)$")
-RULE_LINE = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+# A job's header as a dry run prints it: `rule X:` (`localrule`, `checkpoint`, `localcheckpoint`),
+# or, for a rule with a message (the workflow's start "rule X:"), `Job N: rule X: <message>`.
+RULE_LINE = re.compile(r"^(?:Job \d+: )?(?:local)?(?:rule|checkpoint) (\w+):")
+REASON_LINE = re.compile(r"^[Rr]eason: (.*)$")
+# The reasons told per rule: its jobs' different ones, the first few.
+REASONS_PER_RULE = 3
 # The part of a reason that names why, not the (possibly hundreds of) files it applies to.
 REASON_CHARS = 400
 
@@ -41,27 +46,37 @@ def leftover_counts(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
-def leftover_reasons(dry_run_output: str) -> dict[str, str]:
-    """{rule: Snakemake's reason} for the first job of each rule in a dry run's output, in its order:
-    the first job whose reason is not another's update is where the plan and the files disagree."""
-    reasons: dict[str, str] = {}
+def leftover_reasons(dry_run_output: str) -> dict[str, list[str]]:
+    """{rule: Snakemake's reasons} for the jobs of each rule in a dry run's output, each different one
+    once, in its order: the first job whose reason is not another's update is where the plan and the
+    files disagree."""
+    reasons: dict[str, list[str]] = {}
     rule = None
     for line in dry_run_output.splitlines():
         stripped = line.strip()
         if match := RULE_LINE.match(stripped):
             rule = match.group(1)
-        elif rule and stripped.startswith("reason:"):
-            reasons.setdefault(rule, stripped.removeprefix("reason:").strip())
+        elif rule and (reason := REASON_LINE.match(stripped)):
+            told = reasons.setdefault(rule, [])
+            if reason.group(1) not in told:
+                told.append(reason.group(1))
             rule = None
     return reasons
 
 
-def leftover_message(counts: dict[str, int], command: Sequence[str], reasons: dict[str, str] | None = None) -> str:
+def _cut(reason: str) -> str:
+    return reason[:REASON_CHARS] + (" ..." if len(reason) > REASON_CHARS else "")
+
+
+def leftover_message(
+    counts: dict[str, int], command: Sequence[str], reasons: dict[str, list[str]] | None = None
+) -> str:
     jobs = ", ".join(f"{rule} {number}" for rule, number in counts.items())
     why = "".join(
-        f"\n  {rule}: {reason[:REASON_CHARS]}{' ...' if len(reason) > REASON_CHARS else ''}"
-        for rule, reason in (reasons or {}).items()
+        f"\n  {rule}: {_cut(reason)}"
+        for rule, told in (reasons or {}).items()
         if rule in counts
+        for reason in told[:REASONS_PER_RULE]
     )
     return (
         f"rlvr-scaling: this call ended with {sum(counts.values())} job(s) of what it was asked for still to do "

@@ -15,6 +15,7 @@ redone only when that changes, never for a changed launcher module or an unread 
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from pathlib import Path
@@ -140,23 +141,29 @@ def settings_path(study: Study, step: str, root: Path | None = None) -> str:
 
 # A module-level import of the package: at the line's start (an indented one is inside a function, a
 # class or a block), its names up to the line's end or, in parentheses, to the closing one.
-FROM_IMPORT = re.compile(r"^from[ \t]+(rlvr_scaling[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.M)
+FROM_IMPORT = re.compile(r"^from[ \t]+(rlvr_scaling[\w.]*)[ \t]+import\b[ \t]*(\([^)]*\)|[^\n]*)", re.M)
 PLAIN_IMPORT = re.compile(r"^import[ \t]+([^\n]*)", re.M)
+# Import shapes the two patterns do not read: a line continued by a backslash, statements after a
+# semicolon, a comment inside parentheses (it may hold one). A module with one is parsed instead.
+UNREAD_SHAPES = re.compile(r"^(?:from|import)[ \t][^\n]*(?:\\[ \t]*$|;)|^from[ \t][^\n(]*\([^)]*#", re.M)
 
 
 def _imported_names(clause: str) -> list[str]:
     """The names an import clause brings: ['a', 'c'] of 'a as b, c  # why', also written in parentheses
     over several lines."""
-    lines = (line.split("#", 1)[0] for line in clause.strip("()").splitlines())
-    return [part.split()[0] for part in ",".join(lines).replace("\\", " ").split(",") if part.strip()]
+    lines = (line.split("#", 1)[0] for line in clause.strip().strip("()").splitlines())
+    return [part.split()[0] for part in ",".join(lines).split(",") if part.strip()]
 
 
 @functools.cache  # each step's walk meets the same modules: read each once
 def _imported_modules(source: Path) -> frozenset[str]:
     """What the module imports from the package at module level. Read from its lines, not its syntax
-    tree: every Snakemake start walks about 70 modules, and parsing them took 0.2-0.4 s of it
-    (tests/test_step_inputs.py checks that both agree on every module of the package)."""
+    tree, where the module's imports have the shapes the patterns read: every Snakemake start walks
+    about 70 modules, and parsing them took 0.2-0.4 s of it (tests/test_step_inputs.py holds both
+    readings equal on every module of the package and on each shape)."""
     text = source.read_text()
+    if UNREAD_SHAPES.search(text):
+        return _imported_by_syntax_tree(text)
     names = set()
     for match in FROM_IMPORT.finditer(text):
         module = match.group(1)
@@ -164,6 +171,17 @@ def _imported_modules(source: Path) -> frozenset[str]:
         names.update(f"{module}.{name}" for name in _imported_names(match.group(2)))  # from pkg import module
     for match in PLAIN_IMPORT.finditer(text):
         names.update(name for name in _imported_names(match.group(1)) if name.startswith("rlvr_scaling"))
+    return frozenset(names)
+
+
+def _imported_by_syntax_tree(text: str) -> frozenset[str]:
+    names = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rlvr_scaling"):
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # from pkg import module
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names if alias.name.startswith("rlvr_scaling"))
     return frozenset(names)
 
 

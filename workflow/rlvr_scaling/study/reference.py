@@ -10,7 +10,7 @@ from typing import Any
 from rlvr_scaling import paths
 from rlvr_scaling.errors import ConfigError, StudyError
 from rlvr_scaling.study.validate import check_schema
-from rlvr_scaling.study.yaml_file import read_yaml
+from rlvr_scaling.study.yaml_file import parse_yaml_bytes
 
 REFERENCES_DIR = paths.CONFIG_DIR / "references"
 REFERENCE_SCHEMA = paths.SCHEMA_DIR / "reference.schema.yaml"
@@ -47,22 +47,24 @@ def citation_text(reference: dict[str, Any]) -> str:
 def load_reference(name: str) -> dict[str, Any]:
     """`study.reference`'s file, checked; a ConfigError naming the key otherwise."""
     path = reference_path(name)
-    if not path.is_file():
+    try:
+        content = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         known = sorted(p.stem for p in REFERENCES_DIR.glob("*.yaml"))
         raise ConfigError(
             "study.reference", name, f"it must name a file config/references/<name>.yaml (there: {known})"
-        )
+        ) from None
     # A copy: the caller may change what it is given, the next caller gets the file's numbers.
-    return copy.deepcopy(_checked_reference(name, path, path.read_bytes()))
+    return copy.deepcopy(_checked_reference(name, path, content))
 
 
 # The plan reads the reference once per run's estimate: a Snakefile's parse read and checked the same
-# file 23 times (0.6 of its 1.5 s). Keyed by the file's bytes, so an edited file is checked again;
-# a file that fails is never kept (lru_cache keeps only what returns).
+# file 23 times (0.6 of its 1.5 s). Kept by the file's bytes, which are what is checked, so an edited
+# file is checked again; a file that fails is never kept (lru_cache keeps only what returns).
 @functools.lru_cache(maxsize=8)
 def _checked_reference(name: str, path: Path, content: bytes) -> dict[str, Any]:
     try:
-        document = read_yaml(path)
+        document = parse_yaml_bytes(content, path)
     except StudyError as error:
         raise ConfigError("study.reference", name, f"its file must be a usable YAML file ({error})") from error
     return check_reference(document, f"reference {path.name}")

@@ -32,13 +32,20 @@ def read_yaml(path: Path) -> Any:
     """A YAML file, or a JSON one (the effective config the rules hand to each step) read as JSON:
     YAML 1.1 would read JSON's 1e-05 as text. UTF-8, at most MAX_NESTING levels deep, no alias that
     contains itself: otherwise one line naming the file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise StudyError(f"File not found: {path}") from None
+    return parse_yaml_bytes(data, path)
+
+
+def parse_yaml_bytes(data: bytes, path: Path) -> Any:
+    """read_yaml of `path`'s contents, already read."""
     kind = path.suffix.lstrip(".").upper() if path.suffix == ".json" else "YAML"
     too_deep = f"{path} is not a usable {kind} file: nested deeper than {MAX_NESTING} levels"
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
         document = json.loads(text) if path.suffix == ".json" else load_yaml_text(text)
-    except FileNotFoundError:
-        raise StudyError(f"File not found: {path}") from None
     except UnicodeDecodeError as exc:
         raise StudyError(f"{path} is not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from None
     except RecursionError:  # Python's parser (and json) on a document deeper than the stack
