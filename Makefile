@@ -82,8 +82,9 @@ test:
 # Whole modules to a worker (--dist loadscope): a module's shared setup (the fabricated published study,
 # the composed runs) is then built once, not once per worker: 137 -> 129 s of CPU (no xdist_group here).
 # The fast tier asks no cluster anything: tests/no-cluster's scontrol answers Snakemake's Slurm plugin at once.
+NO_CLUSTER := PATH="$(CURDIR)/tests/no-cluster:$$PATH"
 test-fast: $(STAMP)
-	PATH="$(CURDIR)/tests/no-cluster:$$PATH" $(BIN)/pytest -n 2 --dist loadscope -m "not slow and not slurm and not apptainer and not standin and not resolve and not workflow_env and not heavy"
+	$(NO_CLUSTER) $(BIN)/pytest -n 2 --dist loadscope -m "not slow and not slurm and not apptainer and not standin and not resolve and not workflow_env and not heavy"
 
 # The LUMI study rehearsed whole on the test Slurm cluster (tests/rehearsal; root, as .ci/run): the
 # cluster installed and started if it is not up, then the rehearsal with the adaptive step count off and on.
@@ -98,8 +99,10 @@ lint: $(STAMP)
 	$(BIN)/snakefmt --check Snakefile rules
 	# Types: mypy over both packages (pyproject.toml), 0 errors; tests/test_types.py runs it in CI.
 	$(BIN)/mypy
-	# snakemake --lint: every lint but one, which tests/test_workflow_dryrun.py explains and checks.
-	$(BIN)/pytest -q -p no:xdist tests/test_workflow_dryrun.py -k lint_clean
+	# snakemake --lint: every lint but one, which tests/test_workflow_dryrun.py explains and checks. No
+	# cluster asked, as in test-fast: with Slurm's commands installed and its daemons stopped (as .ci/run
+	# leaves the machine) the Slurm plugin's scontrol waited 9 s here, and longer where Slurm retries.
+	$(NO_CLUSTER) $(BIN)/pytest -q -p no:xdist tests/test_workflow_dryrun.py -k lint_clean
 
 format: $(STAMP)
 	$(BIN)/ruff format workflow tests benchmarks
